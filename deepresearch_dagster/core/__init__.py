@@ -1,0 +1,1 @@
+"""Plain-Python research core: callable and testable without Dagster."""

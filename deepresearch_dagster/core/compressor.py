@@ -1,0 +1,100 @@
+"""Compression of every tool output (seed 000 §4), content-addressed so nothing is done twice.
+
+The cache key covers the raw bytes' sha256, the step context, the compressor model and the
+prompt version; the research loop and the Dagster compression op share it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from .context import ResearchContext
+from .engines.base import EngineError
+from .engines.offline import MODEL as FALLBACK_MODEL
+from .engines.offline import compress_extractively
+from .models import CompressionResult, SummaryRecord, ToolCallRecord
+from .naming import short_hash
+from .prompts import prompt_version, render
+from .structured import StructuredOutputError, call_structured
+from .text import estimate_tokens
+
+# Beyond this many characters the model sees the head of the output; the file keeps it all.
+MAX_RAW_CHARS_IN_PROMPT = 48_000
+
+
+@dataclass(frozen=True)
+class StepContext:
+    plan_title: str
+    step_title: str
+    step_description: str
+    tool_name: str
+
+
+def cache_key(raw_sha256: str, step: StepContext, model: str, version: str) -> str:
+    material = json.dumps(
+        [raw_sha256, step.plan_title, step.step_title, step.step_description, step.tool_name, model, version]
+    )
+    return short_hash(material, 32)
+
+
+def compress(
+    ctx: ResearchContext, step: StepContext, record: ToolCallRecord, raw_text: str, kind: str
+) -> SummaryRecord:
+    model = ctx.engine.model_for("compressor")
+    version = prompt_version("compressor")
+    key = cache_key(record.sha256, step, model, version)
+    cached = ctx.lineage.get_compression(key)
+    if cached is not None:
+        result, fallback = CompressionResult.model_validate(cached[0]), cached[1]
+    else:
+        result, fallback = _compress_fresh(ctx, step, record, raw_text, kind)
+        ctx.lineage.put_compression(key, record.sha256, model, version, result.model_dump(), fallback)
+    summary = SummaryRecord(
+        call_id=record.call_id,
+        step_id=record.step_id,
+        artifact_file=record.artifact_file,
+        source=record.source,
+        source_title=record.source_title,
+        result=result,
+        injected_tokens=0,
+        cache_key=key,
+        compressor_model=model,
+        prompt_version=version,
+        fallback=fallback,
+    )
+    injected = summary.injected
+    if injected is not None:
+        summary.injected_tokens = estimate_tokens(injected.to_message()["content"])
+    return summary
+
+
+def _compress_fresh(
+    ctx: ResearchContext, step: StepContext, record: ToolCallRecord, raw_text: str, kind: str
+) -> tuple[CompressionResult, bool]:
+    payload = {
+        "plan_title": step.plan_title,
+        "step_title": step.step_title,
+        "step_description": step.step_description,
+        "tool_name": step.tool_name,
+        "raw": raw_text,
+        "kind": kind,
+        "source_title": record.source_title,
+    }
+    shown = raw_text[:MAX_RAW_CHARS_IN_PROMPT]
+    if len(raw_text) > len(shown):
+        shown += f"\n[... {len(raw_text) - len(shown)} more characters stored in the artifact file]"
+    messages = [
+        {"role": "system", "content": render("compressor", **payload)},
+        {"role": "user", "content": shown},
+    ]
+    try:
+        return call_structured(ctx, "compressor", messages, payload, CompressionResult, record.artifact_file), False
+    except (StructuredOutputError, EngineError) as exc:
+        ctx.log(f"compression of {record.artifact_file} fell back to the extractive compressor: {exc}")
+    result = CompressionResult.model_validate(compress_extractively(payload))
+    ctx.lineage.record_llm_call(
+        ctx.partition_key, ctx.run_id, "compressor", FALLBACK_MODEL, 3, "fallback",
+        estimate_tokens(raw_text), estimate_tokens(result.model_dump_json()), 0.0, record.artifact_file,
+    )
+    return result, True

@@ -1,0 +1,32 @@
+"""What every role needs for one research: ids, settings, engine, storage and lineage."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+from functools import cached_property
+
+from .artifact_store import ArtifactStore
+from .engines.base import Engine
+from .lineage import LineageStore
+from .settings import ResearchSettings
+
+logger = logging.getLogger("deepresearch")
+
+
+@dataclass
+class ResearchContext:
+    partition_key: str
+    question: str
+    run_id: str
+    settings: ResearchSettings
+    engine: Engine
+    lineage: LineageStore
+    log: Callable[[str], None] = field(default=logger.info)
+    today: str = field(default_factory=lambda: date.today().isoformat())
+
+    @cached_property
+    def store(self) -> ArtifactStore:
+        return ArtifactStore(self.settings.artifacts_path, self.partition_key)

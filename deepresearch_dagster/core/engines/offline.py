@@ -1,0 +1,363 @@
+"""Deterministic engine for every role with no network: heuristics where a model would reason.
+
+It reads the structured ``payload`` that accompanies each prompt, so it keeps to exactly the
+same contracts (schemas, field limits, injection rules) as a real model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from typing import Any
+
+from ..text import content_terms, estimate_tokens, split_sentences, words
+from .base import Completion, ToolCallRequest
+
+MODEL = "offline-extractive-v1"
+
+# Words that describe the task rather than the topic; matching them says nothing about relevance.
+_INSTRUCTION_WORDS = set(
+    content_terms(
+        "search corpus read relevant documents document extract concrete facts figures dates named "
+        "examples find answer question sub-question key terms what how why which who main "
+        "identify investigate background overview step research plan evidence tool tools query"
+    )
+)
+_QUESTION_LEAD = re.compile(
+    r"^(?:(?:what|how|why|which|who|whom|when|where|whether)(?:\s+(?:are|is|was|were|do|does|did|"
+    r"can|could|should|will|would|has|have|had))?|does|do|did|is|are|was|were|can|could|should|"
+    r"will|would|explain|describe|compare|tell me about|give me)\b[\s,]*",
+    re.IGNORECASE,
+)
+_LIST_MARKER = re.compile(r"^\s*(?:[-*+>]|\d+[.)])\s+")
+_EMPHASIS = re.compile(r"\*\*|__|`")
+_CLAUSE_SPLIT = re.compile(
+    r"\s*(?:[;?]\s*|,?\s+and\s+(?=(?:how|what|why|which|who|when|where|whether|does|do|is|are|can)\b))",
+    re.IGNORECASE,
+)
+_PATH_IN_BULLET = re.compile(r"^(\S+\.(?:md|txt|html?)) — ")
+
+
+def _cap_words(text: str, n: int) -> str:
+    parts = text.split()
+    return " ".join(parts[:n])
+
+
+def _topic_terms(text: str) -> list[str]:
+    """Distinct topic words of ``text`` in order of appearance, without task words."""
+    seen: dict[str, str] = {}
+    for w in words(text):
+        low = w.lower()
+        terms = content_terms(low)
+        if terms and terms[0] not in _INSTRUCTION_WORDS and terms[0] not in seen:
+            seen[terms[0]] = low
+    return list(seen.values())
+
+
+class OfflineEngine:
+    name = "offline"
+
+    def model_for(self, role: str) -> str:
+        return MODEL
+
+    def complete(
+        self,
+        role: str,
+        messages: list[dict[str, Any]],
+        payload: dict[str, Any],
+        json_schema: dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> Completion:
+        handler = {
+            "planner": self._plan,
+            "compressor": self._compress,
+            "researcher": self._research,
+            "reporter": self._report,
+        }[role]
+        text, tool_calls = handler(payload)
+        prompt_text = "\n".join(str(m.get("content") or "") for m in messages)
+        return Completion(
+            text=text,
+            model=MODEL,
+            prompt_tokens=estimate_tokens(prompt_text),
+            completion_tokens=estimate_tokens(text),
+            latency_ms=0.0,
+            tool_calls=tool_calls,
+        )
+
+    # -- planner -----------------------------------------------------------------------
+    def _plan(self, payload: dict[str, Any]) -> tuple[str, list[ToolCallRequest]]:
+        question = " ".join(payload["question"].split())
+        max_steps = int(payload.get("max_steps", 5))
+        topic_words = _topic_terms(question)[:6] or ["the", "question"]
+        topic = " ".join(topic_words)
+        clauses = [c.strip(" ,.?") for c in _CLAUSE_SPLIT.split(question) if c and c.strip(" ,.?")]
+        title_core = _QUESTION_LEAD.sub("", question.rstrip("?. ")).strip() or question
+        plan_title = "Research: " + _cap_words(title_core[:1].upper() + title_core[1:], 16)
+
+        steps = [
+            (
+                f"Background on {_cap_words(topic, 6)}",
+                f"Find background on {topic}: what it is, how it works and the key terms. "
+                f"Search the corpus for '{topic}' and read the most relevant documents.",
+            )
+        ]
+        for clause in clauses[: max(0, max_steps - 2)]:
+            core = _QUESTION_LEAD.sub("", clause).strip() or clause
+            clause_terms = " ".join(_topic_terms(clause)[:8]) or topic
+            steps.append(
+                (
+                    f"Investigate {_cap_words(core, 8)}",
+                    f"Answer the sub-question '{clause}' for {topic}. Search for '{clause_terms}' "
+                    "and extract concrete facts, figures, dates and named examples.",
+                )
+            )
+        if len(steps) < max_steps:
+            steps.append(
+                (
+                    f"Limitations and outlook for {_cap_words(topic, 6)}",
+                    f"Identify the limitations, risks, costs, open problems and expected timelines "
+                    f"for {topic}. Search for '{topic} challenges limitations cost outlook'.",
+                )
+            )
+        plan = {
+            "plan_title": plan_title,
+            "steps": [
+                {"step_id": i, "title": t, "description": d} for i, (t, d) in enumerate(steps[:max_steps], 1)
+            ],
+        }
+        return json.dumps(plan), []
+
+    # -- researcher ----------------------------------------------------------------------
+    def _research(self, payload: dict[str, Any]) -> tuple[str, list[ToolCallRequest]]:
+        step = payload["step"]
+        calls = payload.get("calls", [])
+        if len(calls) >= int(payload.get("max_calls", 4)):
+            return "Tool-call cap for this step reached.", []
+        if not any(c["tool"] == "local_search" for c in calls):
+            query = " ".join(_topic_terms(f"{step['title']} {step['description']}")[:12])
+            return "", [ToolCallRequest("local_search", {"query": query or step["title"], "k": 5})]
+        read_now = [c["arguments"].get("path") for c in calls if c["tool"] == "read_document"]
+        if len(read_now) >= int(payload.get("docs_per_step", 2)):
+            return "Enough documents read for this step.", []
+        listed = [
+            m.group(1)
+            for entry in payload.get("memory", [])
+            for bullet in entry.get("extraction", [])
+            if (m := _PATH_IN_BULLET.match(bullet)) and m.group(1) not in read_now
+        ]
+        # Documents new to the research first; one read in an earlier step is still worth a
+        # step-specific compression when nothing new is left.
+        earlier = set(payload.get("already_read", []))
+        for path in [p for p in listed if p not in earlier] + [p for p in listed if p in earlier]:
+            return "", [ToolCallRequest("read_document", {"path": path})]
+        return "No further relevant documents for this step.", []
+
+    # -- compressor ----------------------------------------------------------------------
+    def _compress(self, payload: dict[str, Any]) -> tuple[str, list[ToolCallRequest]]:
+        return json.dumps(compress_extractively(payload)), []
+
+    # -- reporter ------------------------------------------------------------------------
+    def _report(self, payload: dict[str, Any]) -> tuple[str, list[ToolCallRequest]]:
+        return json.dumps({"markdown": extractive_report(payload)}), []
+
+
+def _not_useful(reason: str, step_title: str) -> dict[str, Any]:
+    return {
+        "summary_title": _title(f"No relevant information for {step_title}", "in this output"),
+        "summary": f"{reason} Nothing in it answers the step. The full output is kept on disk.",
+        "extraction": [],
+        "is_useful": False,
+    }
+
+
+def _title(text: str, pad: str) -> str:
+    parts = text.split()[:12]
+    for extra in pad.split():
+        if len(parts) >= 5:
+            break
+        parts.append(extra)
+    while len(parts) < 5:
+        parts.append("findings")
+    return " ".join(parts)
+
+
+def compress_extractively(payload: dict[str, Any]) -> dict[str, Any]:
+    """Extractive compression: sentences scored against the step. Always schema-valid."""
+    raw: str = payload["raw"]
+    step_title: str = payload["step_title"]
+    if payload.get("kind") == "json":
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError:
+            data = None
+        if isinstance(data, dict):
+            if "error" in data:
+                return _not_useful("The tool call failed with an error.", step_title)
+            if isinstance(data.get("results"), list):
+                return _compress_search(data, step_title)
+            if isinstance(data.get("matches"), list):
+                return _compress_grep(data, step_title)
+            if isinstance(data.get("content"), str):
+                raw = data["content"]
+        if not isinstance(data, dict) or not isinstance(data.get("content"), str):
+            raw = " ".join(_strings(data)) if data is not None else raw
+    return _compress_text(raw, payload)
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _compress_search(data: dict[str, Any], step_title: str) -> dict[str, Any]:
+    results = [r for r in data["results"] if isinstance(r, dict)]
+    query = str(data.get("query", ""))
+    if not results:
+        return _not_useful(f'The search for "{query}" returned no results.', step_title)
+    top = results[0]
+    scores = [r["score"] for r in results if isinstance(r.get("score"), (int, float))]
+    spread = f"Scores range from {min(scores)} to {max(scores)}." if scores else "Results are unscored."
+    where = lambda r: r.get("path") or r.get("url") or ""  # noqa: E731
+    return {
+        "summary_title": _title(f"Search results for {_cap_words(query, 8)}", "in the corpus"),
+        "summary": (
+            f'The search for "{query}" returned {len(results)} results. '
+            f'The top-ranked result is "{top.get("title", "")}". {spread}'
+        ),
+        "extraction": [f"{where(r)} — {r.get('title', '')}" for r in results],
+        "is_useful": True,
+    }
+
+
+def _compress_grep(data: dict[str, Any], step_title: str) -> dict[str, Any]:
+    matches = [m for m in data["matches"] if isinstance(m, dict)]
+    pattern = str(data.get("pattern", ""))
+    if not matches:
+        return _not_useful(f'No stored artifact matched "{pattern}".', step_title)
+    files = sorted({str(m.get("file")) for m in matches})
+    return {
+        "summary_title": _title(f"Artifact lines matching {_cap_words(pattern, 6)}", "in stored outputs"),
+        "summary": (
+            f'The pattern "{pattern}" matched {len(matches)} lines. '
+            f"The matches come from {len(files)} stored artifacts. "
+            "Each extraction item gives the file, line number and text."
+        ),
+        "extraction": [f"{m.get('file')}:{m.get('line')}: {m.get('text')}" for m in matches[:10]],
+        "is_useful": True,
+    }
+
+
+def _candidate_sentences(text: str) -> list[str]:
+    out: list[str] = []
+    for block in re.split(r"\n", text):
+        block = _EMPHASIS.sub("", _LIST_MARKER.sub("", block)).strip()
+        if not block or block.startswith("#") or not re.search(r"[.!?][\"')\]]*$", block):
+            continue
+        out.extend(s for s in split_sentences(block) if 40 <= len(s) <= 400)
+    return out
+
+
+def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
+    step_title = payload["step_title"]
+    sentences = _candidate_sentences(raw)
+    if not sentences:
+        return _not_useful("The output contains no readable prose.", step_title)
+    step_terms = set(content_terms(f"{step_title} {payload.get('step_description', '')}")) - _INSTRUCTION_WORDS
+    plan_terms = set(content_terms(payload.get("plan_title", ""))) - _INSTRUCTION_WORDS - step_terms
+    sent_terms = [set(content_terms(s)) for s in sentences]
+    df = Counter(t for terms in sent_terms for t in terms)
+    n = len(sentences)
+
+    def score(i: int) -> float:
+        terms = sent_terms[i]
+        s = sum(math.log(1 + n / df[t]) for t in terms & step_terms)
+        s += 0.5 * sum(math.log(1 + n / df[t]) for t in terms & plan_terms)
+        if re.search(r"\d", sentences[i]):
+            s += 0.5
+        return s / (1 + len(terms) / 40)
+
+    scores = [score(i) for i in range(n)]
+    matched = set().union(*(sent_terms[i] & step_terms for i in range(n)))
+    coverage = len(matched) / max(1, len(step_terms))
+    if max(scores) < 1.5 or coverage < 0.25:
+        return _not_useful("The output does not address the step's topic.", step_title)
+
+    ranked = sorted(range(n), key=lambda i: (-scores[i], i))
+    summary_idx = sorted(ranked[:3])
+    # Extraction keeps factual sentences only (figures, dates), the summary carries the gist.
+    extraction_idx = [i for i in ranked[3:] if scores[i] > 0 and re.search(r"\d", sentences[i])][:3]
+    summary_sents = [sentences[i] for i in summary_idx]
+    source_title = payload.get("source_title") or _cap_words(sentences[0], 6)
+    if len(summary_sents) < 3:
+        summary_sents.append(f'The source is titled "{source_title}".')
+    if len(summary_sents) < 3:
+        summary_sents.append(f"It contains about {len(raw.split())} words.")
+    return {
+        "summary_title": _title(f"{_cap_words(source_title, 8)}: findings for {step_title}", "step"),
+        "summary": " ".join(summary_sents),
+        "extraction": [sentences[i] for i in sorted(extraction_idx)],
+        "is_useful": True,
+    }
+
+
+def extractive_report(payload: dict[str, Any]) -> str:
+    """Markdown body quoting the working memory, every sentence cited as ``[n]``."""
+    plan = payload["plan"]
+    sources = payload["sources"]
+    by_step: dict[str, list[dict[str, Any]]] = {}
+    for src in sources:
+        by_step.setdefault(str(src["step_id"]), []).append(src)
+    seen: set[str] = set()
+
+    def fresh(sentence: str) -> bool:
+        key = " ".join(sentence.lower().split())
+        if key in seen:
+            return False
+        seen.add(key)
+        return True
+
+    lines = [f"# {plan['plan_title']}", "", f"**Question:** {payload['question']}", ""]
+    lines += ["## Executive summary", ""]
+    exec_lines = []
+    question_terms = set(content_terms(payload["question"]))
+    for step in plan["steps"]:
+        for src in by_step.get(str(step["step_id"]), [])[:1]:
+            best = max(
+                split_sentences(src["summary"]),
+                key=lambda s: len(question_terms & set(content_terms(s))),
+            )
+            if fresh(best):
+                exec_lines.append(f"{best} [{src['n']}]")
+    lines.append(" ".join(exec_lines) if exec_lines else "The research found no useful sources.")
+    lines += ["", "## Findings", ""]
+    for step in plan["steps"]:
+        lines += [f"### {step['step_id']}. {step['title']}", ""]
+        found = False
+        for src in by_step.get(str(step["step_id"]), []):
+            for sentence in split_sentences(src["summary"]) + list(src["extraction"]):
+                if fresh(sentence):
+                    lines.append(f"- {sentence} [{src['n']}]")
+                    found = True
+        if not found:
+            lines.append("- No useful source was found for this step.")
+        lines.append("")
+    lines += ["## Limitations", ""]
+    lines.append(
+        "- Written by the offline extractive engine: every finding is a sentence quoted from a "
+        "compressed source summary, not a synthesis."
+    )
+    not_useful = int(payload.get("not_useful_count", 0))
+    if not_useful:
+        lines.append(
+            f"- {not_useful} tool call(s) were judged not useful; their raw outputs stay in the "
+            "artifact folder."
+        )
+    return "\n".join(lines).rstrip() + "\n"

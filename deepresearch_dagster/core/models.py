@@ -1,0 +1,195 @@
+"""Pydantic schemas for everything that crosses a boundary (model output, disk, DuckDB)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+
+from .text import count_sentences
+
+MAX_STEPS = 7
+
+
+class PlanStep(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    step_id: str
+    title: str = Field(min_length=3, max_length=200)
+    description: str = Field(min_length=10, max_length=2000)
+
+    @field_validator("step_id", mode="before")
+    @classmethod
+    def _id_to_str(cls, value: Any) -> str:
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise ValueError("step_id must be a string or an integer")
+        return str(value).strip()
+
+    @field_validator("title", "description", mode="before")
+    @classmethod
+    def _strip(cls, value: Any) -> Any:
+        return value.strip() if isinstance(value, str) else value
+
+
+class ResearchPlan(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    plan_title: str = Field(min_length=3, max_length=200)
+    steps: list[PlanStep] = Field(min_length=1, max_length=MAX_STEPS)
+
+    @field_validator("plan_title", mode="before")
+    @classmethod
+    def _strip(cls, value: Any) -> Any:
+        return value.strip() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _sequential_ids(self) -> ResearchPlan:
+        ids = [s.step_id for s in self.steps]
+        expected = [str(i) for i in range(1, len(ids) + 1)]
+        if ids != expected:
+            raise ValueError(f"step ids must be sequential {expected}, got {ids}")
+        return self
+
+    def as_markdown(self) -> str:
+        rows = ["| step | title | description |", "|---|---|---|"]
+        for s in self.steps:
+            desc = s.description.replace("|", "\\|").replace("\n", " ")
+            rows.append(f"| {s.step_id} | {s.title.replace('|', '/')} | {desc} |")
+        return f"**{self.plan_title}**\n\n" + "\n".join(rows)
+
+
+class CompressionResult(BaseModel):
+    """Exactly the compressor's output schema (seed 000 §4.4)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    summary_title: str
+    summary: str
+    extraction: list[str]
+    is_useful: StrictBool
+
+    @field_validator("summary_title")
+    @classmethod
+    def _title_words(cls, value: str) -> str:
+        n = len(value.split())
+        if not 5 <= n <= 12:
+            raise ValueError(f"summary_title must have 5-12 words, has {n}")
+        return value.strip()
+
+    @field_validator("summary")
+    @classmethod
+    def _summary_sentences(cls, value: str) -> str:
+        n = count_sentences(value)
+        if not 3 <= n <= 10:
+            raise ValueError(f"summary must have 3-10 sentences, has {n}")
+        return value.strip()
+
+    @field_validator("extraction")
+    @classmethod
+    def _bullets(cls, value: list[str]) -> list[str]:
+        cleaned = [v.strip() for v in value]
+        if any(not v for v in cleaned):
+            raise ValueError("extraction items must be non-empty strings")
+        return cleaned
+
+
+class InjectedSummary(BaseModel):
+    """The only content a tool result may place in the conversation (seed 000 §6.1)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    summary_title: str
+    summary: str
+    extraction: list[str]
+    artifact_file: str
+
+    def to_message(self) -> dict[str, str]:
+        return {"role": "assistant", "content": json.dumps(self.model_dump(), ensure_ascii=False)}
+
+
+class ToolCallRecord(BaseModel):
+    """One executed tool call and the raw artifact it left on disk."""
+
+    call_id: str
+    step_id: str
+    step_title: str
+    step_description: str
+    seq: int
+    tool: str
+    arguments: dict[str, Any]
+    artifact_file: str
+    artifact_path: str  # relative to the artifacts root
+    bytes: int
+    sha256: str
+    raw_tokens: int
+    latency_ms: float
+    source: str | None = None
+    source_title: str | None = None
+    status: Literal["ok", "error"] = "ok"
+    error: str | None = None
+
+
+class SummaryRecord(BaseModel):
+    """A compression of one tool call, and whether it entered the conversation."""
+
+    call_id: str
+    step_id: str
+    artifact_file: str
+    source: str | None
+    source_title: str | None
+    result: CompressionResult
+    injected_tokens: int
+    cache_key: str
+    compressor_model: str
+    prompt_version: str
+    fallback: bool = False
+
+    @property
+    def injected(self) -> InjectedSummary | None:
+        if not self.result.is_useful:
+            return None
+        return InjectedSummary(
+            summary_title=self.result.summary_title,
+            summary=self.result.summary,
+            extraction=self.result.extraction,
+            artifact_file=self.artifact_file,
+        )
+
+
+class ToolOutputs(BaseModel):
+    """Manifest of a partition's tool calls; the raw bytes live in the artifact folder."""
+
+    partition_key: str
+    plan_folder: str
+    calls: list[ToolCallRecord]
+    summaries: list[SummaryRecord]
+    conversations: dict[str, list[dict[str, str]]]
+
+
+class SummaryBundle(BaseModel):
+    partition_key: str
+    compressor_model: str
+    prompt_version: str
+    summaries: list[SummaryRecord]
+
+    @property
+    def working_memory(self) -> list[SummaryRecord]:
+        return [s for s in self.summaries if s.result.is_useful]
+
+
+class Citation(BaseModel):
+    n: int
+    source: str
+    source_title: str | None
+    artifact_file: str
+    summary_title: str
+
+
+class Report(BaseModel):
+    partition_key: str
+    question: str
+    plan_title: str
+    markdown: str
+    citations: list[Citation]
+    reporter_model: str

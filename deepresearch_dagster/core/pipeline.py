@@ -1,0 +1,143 @@
+"""The four research stages as plain functions; Dagster assets and tests call the same ones."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from .artifact_store import ArtifactStore, sha256_bytes
+from .compressor import StepContext, compress
+from .context import ResearchContext, logger
+from .coordinator import route
+from .lineage import LineageStore
+from .models import Report, ResearchPlan, SummaryBundle, ToolOutputs
+from .naming import plan_folder
+from .planner import make_plan
+from .prompts import prompt_version
+from .reporter import write_report
+from .research_team import execute_plan
+from .settings import ResearchSettings
+
+# Stage outputs as files in the partition folder; the Dagster IO manager uses the same names.
+STAGE_FILES: dict[str, tuple[str, type[BaseModel]]] = {
+    "research_plan": ("plan.json", ResearchPlan),
+    "tool_outputs": ("tool_outputs.json", ToolOutputs),
+    "compressed_summaries": ("compressed_summaries.json", SummaryBundle),
+    "research_report": ("report.json", Report),
+}
+
+
+class UnknownResearch(LookupError):
+    """No question is registered for a partition key."""
+
+
+class ArtifactIntegrityError(RuntimeError):
+    """A raw artifact on disk no longer matches the sha256 recorded when it was written."""
+
+
+def save_stage(store: ArtifactStore, stage: str, value: BaseModel) -> str:
+    name, _ = STAGE_FILES[stage]
+    store.write_json(name, value.model_dump(mode="json"))
+    if isinstance(value, Report):
+        store.write_text("report.md", value.markdown)
+    return name
+
+
+def load_stage(store: ArtifactStore, stage: str) -> Any:
+    name, cls = STAGE_FILES[stage]
+    return cls.model_validate_json(store.read_text(name))
+
+
+def register(lineage: LineageStore, question: str, options: dict[str, Any] | None = None) -> str:
+    """Validate a question (coordinator) and record it; returns the partition key."""
+    cleaned, key = route(question)
+    lineage.register_request(key, cleaned, options or {})
+    return key
+
+
+def open_context(
+    partition_key: str,
+    settings: ResearchSettings,
+    lineage: LineageStore,
+    run_id: str | None = None,
+    log: Callable[[str], None] = logger.info,
+) -> ResearchContext:
+    request = lineage.get_request(partition_key)
+    if request is None:
+        raise UnknownResearch(f"no research question is registered for partition {partition_key!r}")
+    question, options = request
+    settings = settings.with_options(options)
+    return ResearchContext(
+        partition_key=partition_key, question=question, run_id=run_id or uuid.uuid4().hex,
+        settings=settings, engine=settings.make_engine(), lineage=lineage, log=log,
+    )
+
+
+def plan_stage(ctx: ResearchContext) -> ResearchPlan:
+    ctx.log("planning")
+    plan = make_plan(ctx)
+    ctx.lineage.record_plan(ctx.partition_key, ctx.run_id, plan, plan_folder(plan.plan_title))
+    ctx.log(f"plan: {plan.plan_title} ({len(plan.steps)} steps)")
+    return plan
+
+
+def research_stage(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
+    return execute_plan(ctx, plan)
+
+
+def read_raw(ctx: ResearchContext, relpath: str, sha256: str) -> str:
+    data = ctx.store.resolve_relpath(relpath).read_bytes()
+    if sha256_bytes(data) != sha256:
+        raise ArtifactIntegrityError(f"{relpath} changed on disk since it was recorded")
+    return data.decode("utf-8")
+
+
+def compress_one(ctx: ResearchContext, plan: ResearchPlan, record: Any) -> Any:
+    """Compress one stored tool call from its raw file (a cache hit when nothing changed)."""
+    raw = read_raw(ctx, record.artifact_path, record.sha256)
+    kind = "json" if record.artifact_file.endswith(".json") else "text"
+    step = StepContext(plan.plan_title, record.step_title, record.step_description, record.tool)
+    return compress(ctx, step, record, raw, kind)
+
+
+def summaries_bundle(ctx: ResearchContext, summaries: list[Any]) -> SummaryBundle:
+    ctx.lineage.record_summaries(ctx.partition_key, summaries)
+    return SummaryBundle(
+        partition_key=ctx.partition_key,
+        compressor_model=ctx.engine.model_for("compressor"),
+        prompt_version=prompt_version("compressor"),
+        summaries=summaries,
+    )
+
+
+def compression_stage(ctx: ResearchContext, plan: ResearchPlan, outputs: ToolOutputs) -> SummaryBundle:
+    return summaries_bundle(ctx, [compress_one(ctx, plan, rec) for rec in outputs.calls])
+
+
+def report_stage(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle) -> Report:
+    ctx.log("writing the report")
+    return write_report(ctx, plan, bundle)
+
+
+def run_research(
+    question: str,
+    settings: ResearchSettings,
+    options: dict[str, Any] | None = None,
+    log: Callable[[str], None] = logger.info,
+) -> tuple[ResearchContext, Report]:
+    """The whole pipeline without Dagster (library use and fast tests)."""
+    lineage = LineageStore.at(settings.duckdb_file)
+    key = register(lineage, question, options)
+    ctx = open_context(key, settings, lineage, log=log)
+    plan = plan_stage(ctx)
+    save_stage(ctx.store, "research_plan", plan)
+    outputs = research_stage(ctx, plan)
+    save_stage(ctx.store, "tool_outputs", outputs)
+    bundle = compression_stage(ctx, plan, outputs)
+    save_stage(ctx.store, "compressed_summaries", bundle)
+    report = report_stage(ctx, plan, bundle)
+    save_stage(ctx.store, "research_report", report)
+    return ctx, report

@@ -1,0 +1,23 @@
+"""Planner: question → validated ``ResearchPlan`` (one repair round, then a recorded failure)."""
+
+from __future__ import annotations
+
+from .context import ResearchContext
+from .models import ResearchPlan
+from .prompts import render
+from .structured import call_structured
+
+TOOLS_FOR_PROMPT = "local_search, read_document, grep_artifacts, read_artifact"
+
+
+def make_plan(ctx: ResearchContext) -> ResearchPlan:
+    max_steps = ctx.settings.max_steps
+    messages = [
+        {"role": "system", "content": render("planner", today=ctx.today, tools=TOOLS_FOR_PROMPT, max_steps=max_steps)},
+        {"role": "user", "content": ctx.question},
+    ]
+    payload = {"question": ctx.question, "max_steps": max_steps}
+    plan = call_structured(ctx, "planner", messages, payload, ResearchPlan, artifact="plan.json")
+    if len(plan.steps) > max_steps:
+        plan = plan.model_copy(update={"steps": plan.steps[:max_steps]})
+    return plan

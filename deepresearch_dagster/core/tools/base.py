@@ -1,0 +1,58 @@
+"""Tool interface: argument models double as OpenAI function definitions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+
+class ToolError(Exception):
+    """A tool could not do what was asked; the message is recorded as the raw output."""
+
+
+class ToolResult(BaseModel):
+    content: Any
+    kind: Literal["json", "text"]
+    source: str | None = None
+    source_title: str | None = None
+
+    @property
+    def ext(self) -> str:
+        return "json" if self.kind == "json" else "txt"
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    args_model: type[BaseModel]
+    run: Callable[[Any], ToolResult]
+
+    def function_definition(self) -> dict[str, Any]:
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": schema},
+        }
+
+
+class Toolbox:
+    def __init__(self, tools: list[Tool]) -> None:
+        self.tools = {t.name: t for t in tools}
+
+    def definitions(self) -> list[dict[str, Any]]:
+        return [t.function_definition() for t in self.tools.values()]
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        tool = self.tools.get(name)
+        if tool is None:
+            raise ToolError(f"unknown tool {name!r}; available: {sorted(self.tools)}")
+        try:
+            args = tool.args_model.model_validate(arguments)
+        except ValidationError as exc:
+            raise ToolError(f"invalid arguments for {name}: {exc.errors(include_url=False)}") from exc
+        return tool.run(args)
