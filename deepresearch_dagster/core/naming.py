@@ -26,11 +26,13 @@ def short_hash(text: str, length: int = 8) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
 
 
-def slugify(text: str, max_len: int = 60, sep: str = "_") -> str:
+def slugify(text: str, max_len: int = 60, sep: str = "_", hash_on_cut: bool = True) -> str:
     folded = unicodedata.normalize("NFKD", str(text)).encode("ascii", "ignore").decode("ascii")
     slug = _NON_ALNUM.sub(sep, folded.lower()).strip(sep)
     if not slug:
         return "untitled"
+    if len(slug) > max_len and not hash_on_cut:
+        return slug[:max_len].rstrip(sep)
     if len(slug) > max_len:
         digest = short_hash(str(text), 6)
         slug = slug[: max_len - len(digest) - 1].rstrip(sep) + sep + digest
@@ -40,7 +42,7 @@ def slugify(text: str, max_len: int = 60, sep: str = "_") -> str:
 def partition_key_for(question: str) -> str:
     """Slug of the question plus a short hash of its exact (trimmed) text."""
     question = question.strip()
-    return f"{slugify(question, MAX_PARTITION_SLUG, sep='-')}-{short_hash(question)}"
+    return f"{slugify(question, MAX_PARTITION_SLUG, sep='-', hash_on_cut=False)}-{short_hash(question)}"
 
 
 def plan_folder(plan_title: str) -> str:

@@ -261,7 +261,7 @@ def _candidate_sentences(text: str) -> list[str]:
         block = _EMPHASIS.sub("", _LIST_MARKER.sub("", block)).strip()
         if not block or block.startswith("#") or not re.search(r"[.!?][\"')\]]*$", block):
             continue
-        out.extend(s for s in split_sentences(block) if 40 <= len(s) <= 400)
+        out.extend(s for s in split_sentences(block) if 40 <= len(s) <= 320)
     return out
 
 
@@ -293,7 +293,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     ranked = sorted(range(n), key=lambda i: (-scores[i], i))
     summary_idx = sorted(ranked[:3])
     # Extraction keeps factual sentences only (figures, dates), the summary carries the gist.
-    extraction_idx = [i for i in ranked[3:] if scores[i] > 0 and re.search(r"\d", sentences[i])][:3]
+    extraction_idx = [i for i in ranked[3:] if scores[i] > 0 and re.search(r"\d", sentences[i])][:2]
     summary_sents = [sentences[i] for i in summary_idx]
     source_title = payload.get("source_title") or _cap_words(sentences[0], 6)
     if len(summary_sents) < 3:
@@ -301,7 +301,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     if len(summary_sents) < 3:
         summary_sents.append(f"It contains about {len(raw.split())} words.")
     return {
-        "summary_title": _title(f"{_cap_words(source_title, 8)}: findings for {step_title}", "step"),
+        "summary_title": _title(_cap_words(source_title, 12), "— findings for this step"),
         "summary": " ".join(summary_sents),
         "extraction": [sentences[i] for i in sorted(extraction_idx)],
         "is_useful": True,
