@@ -49,7 +49,16 @@ from .resources import ResearchConfig, lineage_store
 GROUP = "research"
 # Model and tool calls can fail transiently; a retried op re-uses every stored compression.
 MODEL_RETRY = RetryPolicy(max_retries=2, delay=1.0, backoff=Backoff.EXPONENTIAL)
+# Errors with a message meant for the user; only a model/engine error is worth retrying.
 USER_FACING_ERRORS = (StructuredOutputError, EngineError, UnknownResearch, ArtifactIntegrityError, FileNotFoundError)
+
+
+def _failure(stage: str, exc: Exception) -> Failure:
+    return Failure(
+        description=f"{stage} failed: {exc}",
+        metadata={"error": str(exc)},
+        allow_retries=isinstance(exc, EngineError),
+    )
 
 
 def _context(
@@ -59,9 +68,12 @@ def _context(
         context.log.info(message)
         logger.info(message)
 
-    return open_context(
-        context.partition_key, research.settings(duckdb.database), lineage_store(duckdb), context.run_id, log
-    )
+    try:
+        return open_context(
+            context.partition_key, research.settings(duckdb.database), lineage_store(duckdb), context.run_id, log
+        )
+    except USER_FACING_ERRORS as exc:
+        raise _failure(context.op_def.name, exc) from exc
 
 
 @contextmanager
@@ -72,7 +84,7 @@ def _stage(ctx: ResearchContext, stage: str) -> Iterator[None]:
         yield
     except USER_FACING_ERRORS as exc:
         ctx.lineage.run_finished(ctx.run_id, stage, str(exc))
-        raise Failure(description=f"{stage} failed: {exc}", metadata={"error": str(exc)}) from exc
+        raise _failure(stage, exc) from exc
     except Exception as exc:
         ctx.lineage.run_finished(ctx.run_id, stage, f"{type(exc).__name__}: {exc}")
         raise

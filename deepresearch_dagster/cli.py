@@ -69,7 +69,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from .core.lineage import LineageStore
     from .core.pipeline import register
-    from .definitions import defs
+    from .definitions import build_definitions
     from .partitions import RESEARCH_PARTITIONS_NAME
 
     lineage = LineageStore.at(settings.duckdb_file)
@@ -80,7 +80,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         instance.add_dynamic_partitions(RESEARCH_PARTITIONS_NAME, [key])
     print(f"research {key} (engine: {settings.with_options(options).resolved_engine()})", file=sys.stderr)
 
-    result = defs.resolve_job_def("research_job").execute_in_process(
+    result = build_definitions().resolve_job_def("research_job").execute_in_process(
         partition_key=key,
         instance=instance,
         raise_on_error=False,
@@ -89,9 +89,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     partition_dir = settings.artifacts_path / key
     if not result.success:
-        failures = [e.message for e in result.all_events if e.is_failure and e.message]
-        reason = failures[-1] if failures else "unknown error"
-        print(f"error: research failed: {reason}", file=sys.stderr)
+        reasons = failure_reasons(result.all_events)
+        print(f"error: research failed: {reasons[-1] if reasons else 'unknown error'}", file=sys.stderr)
         print(f"  run {result.run_id} in the Dagster UI (make dev); files under {partition_dir}", file=sys.stderr)
         return EXIT_FAILED
 
@@ -103,6 +102,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         print((partition_dir / "report.md").read_text("utf-8"))
     _print_figures(summary)
     return EXIT_OK
+
+
+def failure_reasons(events: list[Any]) -> list[str]:
+    """The user-facing description of each failed step (a Failure's text, else the error)."""
+    reasons = []
+    for event in events:
+        if not event.is_step_failure:
+            continue
+        data = event.step_failure_data
+        if data.user_failure_data and data.user_failure_data.description:
+            reasons.append(data.user_failure_data.description)
+        elif data.error:
+            reasons.append(data.error.message.strip())
+    return reasons
 
 
 def _summary(lineage: Any, key: str, settings: Any, partition_dir: Path) -> dict[str, Any]:

@@ -13,11 +13,18 @@ research_job = define_asset_job(
     description="Plan, research, compress and report one research partition.",
 )
 
-defs = Definitions(
-    assets=research_assets,
-    jobs=[research_job],
-    resources=default_resources(),
-    # One process per run: the loop and the mapped compression op share DuckDB without
-    # contending for its single-writer lock, and no per-op process start-up is paid.
-    executor=in_process_executor,
-)
+
+
+def build_definitions() -> Definitions:
+    """Resources read the environment when built, so the CLI and tests build their own."""
+    return Definitions(
+        assets=research_assets,
+        jobs=[research_job],
+        resources=default_resources(),
+        # One process per run: the loop and the mapped compression op share DuckDB without
+        # contending for its single-writer lock, and no per-op process start-up is paid.
+        executor=in_process_executor,
+    )
+
+
+defs = build_definitions()

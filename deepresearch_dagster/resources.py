@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from dagster import ConfigurableResource
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
@@ -30,7 +32,9 @@ class ResearchConfig(ConfigurableResource):
 
 
 def lineage_store(duckdb: DuckDBResource) -> LineageStore:
-    return LineageStore(duckdb.get_connection)
+    # DuckDB creates the file but not its folder; a missing folder would spin in backoff.
+    Path(duckdb.database).parent.mkdir(parents=True, exist_ok=True)
+    return LineageStore(duckdb.get_connection, str(Path(duckdb.database).resolve()))
 
 
 def default_resources() -> dict[str, object]:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import duckdb
 
@@ -102,14 +102,20 @@ def path_connect(path: str | Path) -> Connect:
 
 
 class LineageStore:
-    def __init__(self, connect: Connect) -> None:
+    _migrated: ClassVar[set[str]] = set()
+
+    def __init__(self, connect: Connect, database: str | None = None) -> None:
+        """``database`` names the file so the schema is applied once per process, not per op."""
         self._connect = connect
-        with self._connect() as conn:
-            conn.execute(SCHEMA)
+        if database is None or database not in self._migrated:
+            with self._connect() as conn:
+                conn.execute(SCHEMA)
+            if database is not None:
+                self._migrated.add(database)
 
     @classmethod
     def at(cls, path: str | Path) -> LineageStore:
-        return cls(path_connect(path))
+        return cls(path_connect(path), str(Path(path).resolve()))
 
     def _exec(self, sql: str, params: list[Any] | None = None) -> None:
         with self._connect() as conn:

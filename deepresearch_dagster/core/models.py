@@ -123,7 +123,8 @@ class ToolCallRecord(BaseModel):
     bytes: int
     sha256: str
     raw_tokens: int
-    latency_ms: float
+    # Timing lives in DuckDB only: the manifest on disk must be byte-identical across runs.
+    latency_ms: float = Field(default=0.0, exclude=True)
     source: str | None = None
     source_title: str | None = None
     status: Literal["ok", "error"] = "ok"

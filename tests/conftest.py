@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from deepresearch_dagster.core.context import ResearchContext
+from deepresearch_dagster.core.lineage import LineageStore
+from deepresearch_dagster.core.settings import ResearchSettings
+from tests.fakes.openai_server import FakeOpenAIServer
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PACKAGE_DIR = Path(__file__).resolve().parents[1] / "deepresearch_dagster"
+SECRET_KEY = "sk-test-secret-do-not-leak-1234"
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own artifact root and DAGSTER_HOME and no model configured."""
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "DEEPRESEARCH_ENGINE", "DEEPRESEARCH_DUCKDB",
+                "DEEPRESEARCH_CORPUS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("DEEPRESEARCH_ARTIFACTS_DIR", str(tmp_path / "artifacts"))
+    monkeypatch.setenv("DAGSTER_HOME", str(make_dagster_home(tmp_path / "dagster_home")))
+    return tmp_path
+
+
+def make_dagster_home(path: Path) -> Path:
+    """A real instance folder with the project's dagster.yaml (telemetry off)."""
+    path.mkdir(parents=True, exist_ok=True)
+    shutil.copy(PACKAGE_DIR / "dagster_home" / "dagster.yaml", path / "dagster.yaml")
+    return path
+
+
+@pytest.fixture
+def corpus_dir(tmp_path: Path) -> Path:
+    target = tmp_path / "corpus"
+    shutil.copytree(FIXTURES / "corpus", target)
+    return target
+
+
+@pytest.fixture
+def fake_openai(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+        yield server
+
+
+@pytest.fixture
+def make_context(tmp_path: Path, corpus_dir: Path):
+    def make(engine: str = "offline", partition_key: str = "test-partition", **overrides: object) -> ResearchContext:
+        settings = ResearchSettings.from_env(engine=engine, corpus_dir=str(corpus_dir), **overrides)
+        lineage = LineageStore.at(settings.duckdb_file)
+        lineage.register_request(partition_key, "How do sodium-ion batteries work?", {})
+        return ResearchContext(
+            partition_key=partition_key, question="How do sodium-ion batteries work?", run_id="run-1",
+            settings=settings, engine=settings.make_engine(), lineage=lineage, log=lambda m: None,
+            today="2026-11-22",
+        )
+
+    return make

@@ -1,0 +1,95 @@
+import json
+
+from deepresearch_dagster.core.models import ResearchPlan
+from deepresearch_dagster.core.pipeline import plan_stage, research_stage
+
+INJECTED_KEYS = {"summary_title", "summary", "extraction", "artifact_file"}
+
+
+def _plan() -> ResearchPlan:
+    return ResearchPlan.model_validate({
+        "plan_title": "Sodium batteries",
+        "steps": [
+            {"step_id": 1, "title": "Sodium-ion energy density", "description": "Find sodium-ion energy density figures in Wh/kg."},
+            {"step_id": 2, "title": "Pruning roses in winter", "description": "Find when garden roses are pruned and how canes are cut."},
+            {"step_id": 3, "title": "Lattice QCD gluon simulations", "description": "Find lattice quantum chromodynamics gluon results."},
+        ],
+    })
+
+
+def test_every_call_is_offloaded_and_only_useful_summaries_are_injected(make_context):
+    ctx = make_context()
+    plan = _plan()
+    outputs = research_stage(ctx, plan)
+    assert outputs.calls, "the research team made no tool calls"
+    raw_dir = ctx.store.raw_dir(plan.plan_title)
+    assert sorted(p.name for p in raw_dir.iterdir()) == sorted(c.artifact_file for c in outputs.calls)
+    for step_id, messages in outputs.conversations.items():
+        injected = [m for m in messages if m["role"] == "assistant"]
+        step_summaries = [s for s in outputs.summaries if s.step_id == step_id]
+        assert len(injected) == sum(s.result.is_useful for s in step_summaries)
+        for message in injected:
+            content = json.loads(message["content"])
+            assert set(content) == INJECTED_KEYS
+            assert content["artifact_file"] in {c.artifact_file for c in outputs.calls}
+            serialized = message["content"]
+            assert plan.plan_title not in serialized
+            raw = (raw_dir / content["artifact_file"]).read_text()
+            assert raw not in serialized
+    not_useful = [s for s in outputs.summaries if not s.result.is_useful]
+    assert not_useful, "the off-topic document should have been judged not useful"
+    for s in not_useful:
+        assert (raw_dir / s.artifact_file).exists()
+        assert all(s.artifact_file not in m["content"] for msgs in outputs.conversations.values() for m in msgs)
+
+
+def test_conversations_are_persisted_on_disk_and_in_duckdb(make_context):
+    ctx = make_context()
+    outputs = research_stage(ctx, _plan())
+    for step_id, messages in outputs.conversations.items():
+        assert json.loads(ctx.store.read_text(f"conversations/step_{step_id}.json")) == messages
+        rows = ctx.lineage.query(
+            "SELECT content FROM context_messages WHERE partition_key = ? AND step_id = ? ORDER BY position",
+            [ctx.partition_key, step_id],
+        )
+        assert [r["content"] for r in rows] == [m["content"] for m in messages]
+
+
+def test_duckdb_rows_match_files_by_sha256(make_context):
+    ctx = make_context()
+    outputs = research_stage(ctx, _plan())
+    rows = ctx.lineage.query("SELECT artifact_path, sha256, is_useful FROM tool_calls WHERE partition_key = ?",
+                             [ctx.partition_key])
+    assert len(rows) == len(outputs.calls)
+    from deepresearch_dagster.core.artifact_store import sha256_bytes
+
+    for row in rows:
+        assert sha256_bytes(ctx.store.resolve_relpath(row["artifact_path"]).read_bytes()) == row["sha256"]
+        assert row["is_useful"] is not None
+
+
+def test_tool_call_cap_per_step_is_respected(make_context):
+    ctx = make_context(max_tool_calls_per_step=1)
+    outputs = research_stage(ctx, _plan())
+    assert [c.step_id for c in outputs.calls] == ["1", "2", "3"]
+
+
+def test_tool_errors_are_recorded_as_raw_output_not_raised(fake_openai, make_context):
+    ctx = make_context(engine="openai")
+    # The scripted researcher asks for a document that does not exist.
+    bad_call = {"tool_calls": [("read_document", {"path": "../../etc/passwd"})]}
+    done = {"content": "Nothing more to do."}
+    fake_openai.script("researcher", bad_call, done, bad_call, done, {"tool_calls": [("no_such_tool", {})]}, done)
+    outputs = research_stage(ctx, _plan())
+    assert len(outputs.calls) == 3
+    assert {c.status for c in outputs.calls} == {"error"}
+    for call in outputs.calls:
+        raw = json.loads(ctx.store.resolve_relpath(call.artifact_path).read_text())
+        assert "no document" in raw["error"] or "unknown tool" in raw["error"]
+
+
+def test_offline_plan_is_valid_and_bounded(make_context):
+    ctx = make_context(max_steps=3)
+    plan = plan_stage(ctx)
+    assert 1 <= len(plan.steps) <= 3
+    assert [s.step_id for s in plan.steps] == [str(i) for i in range(1, len(plan.steps) + 1)]

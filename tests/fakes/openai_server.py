@@ -1,0 +1,150 @@
+"""A small OpenAI-compatible Chat Completions server on 127.0.0.1 for tests.
+
+By default it plays every role from the ``ROLE: <name>`` marker in the system prompt. Tests
+queue scripted answers per role (``server.script("compressor", "not json", ...)``) and read
+every request it received from ``server.requests``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import defaultdict, deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_ROLE = re.compile(r"ROLE: (\w+)")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+
+
+def role_of(body: dict[str, Any]) -> str:
+    for message in body.get("messages", []):
+        if message.get("role") == "system":
+            match = _ROLE.search(message.get("content") or "")
+            if match:
+                return match.group(1)
+    return "unknown"
+
+
+def default_answer(role: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A plausible answer per role, derived only from what the request contains."""
+    messages = body["messages"]
+    if role == "planner":
+        return {"content": json.dumps({
+            "plan_title": "Fake plan: sodium batteries",
+            "steps": [
+                {"step_id": 1, "title": "Sodium-ion basics", "description": "Search for sodium-ion cell chemistry and read the best document."},
+                {"step_id": 2, "title": "Sodium-ion costs", "description": "Search for sodium-ion cost figures and read the best document."},
+            ],
+        })}
+    if role == "researcher":
+        summaries = [json.loads(m["content"]) for m in messages if m["role"] == "assistant"]
+        step = re.search(r"Current step \d+: (.+)", messages[1]["content"]).group(1)
+        if not summaries:
+            return {"tool_calls": [("local_search", {"query": step, "k": 3})]}
+        if len(summaries) == 1 and summaries[0]["extraction"]:
+            path = summaries[0]["extraction"][0].split(" ")[0]
+            return {"tool_calls": [("read_document", {"path": path})]}
+        return {"content": "Step complete."}
+    if role == "compressor":
+        raw = messages[-1]["content"]
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError:
+            data = None
+        if isinstance(data, dict) and "results" in data:
+            extraction = [f"{r['path']} {r['title']}" for r in data["results"]]
+            summary = "The search returned documents. The first is the most relevant. All are listed below."
+        else:
+            sentences = [s for s in _SENTENCE.split(" ".join(raw.split())) if s.endswith(".")]
+            extraction = sentences[3:5]
+            summary = " ".join(sentences[:3])
+        return {"content": json.dumps({
+            "summary_title": "Compressed findings from the fake compression model",
+            "summary": summary,
+            "extraction": extraction,
+            "is_useful": bool(extraction) or len(summary) > 0,
+        })}
+    if role == "reporter":
+        cited = sorted(set(re.findall(r"^\[(\d+)\]", messages[-1]["content"], re.M)), key=int)
+        body_md = "# Fake report\n\n" + "\n".join(f"- Finding from source {n} [{n}]" for n in cited)
+        return {"content": json.dumps({"markdown": body_md})}
+    return {"content": "unknown role"}
+
+
+class FakeOpenAIServer:
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.scripts: dict[str, deque[Any]] = defaultdict(deque)
+        self.lock = threading.Lock()
+        handler = self._handler()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def script(self, role: str, *answers: Any) -> None:
+        """Queue answers for a role: a string is returned as message content verbatim, a dict
+        as ``{"content": ...}`` or ``{"tool_calls": [(name, arguments), ...]}``."""
+        self.scripts[role].extend(answers)
+
+    def requests_for(self, role: str) -> list[dict[str, Any]]:
+        return [r for r in self.requests if role_of(r) == role]
+
+    def __enter__(self) -> FakeOpenAIServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        role = role_of(body)
+        with self.lock:
+            self.requests.append(body)
+            scripted = self.scripts[role].popleft() if self.scripts[role] else None
+        if isinstance(scripted, str):
+            answer = {"content": scripted}
+        elif isinstance(scripted, dict):
+            answer = scripted
+        else:
+            answer = default_answer(role, body)
+        message: dict[str, Any] = {"role": "assistant", "content": answer.get("content")}
+        if answer.get("tool_calls"):
+            message["tool_calls"] = [
+                {"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+                for i, (n, a) in enumerate(answer["tool_calls"])
+            ]
+        prompt_chars = sum(len(m.get("content") or "") for m in body["messages"])
+        return {
+            "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if answer.get("tool_calls") else "stop"}],
+            "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": 7,
+                      "total_tokens": prompt_chars // 4 + 7},
+        }
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                if not self.path.endswith("/chat/completions"):
+                    self.send_error(404)
+                    return
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                payload = json.dumps(server._answer(body)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        return Handler

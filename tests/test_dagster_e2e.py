@@ -1,0 +1,109 @@
+"""Real partitions materialized in a temporary DAGSTER_HOME with the offline engine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+from dagster import AssetKey, DagsterInstance
+
+from deepresearch_dagster.cli import failure_reasons
+from deepresearch_dagster.core.artifact_store import sha256_bytes
+from deepresearch_dagster.core.lineage import LineageStore
+from deepresearch_dagster.core.pipeline import register
+from deepresearch_dagster.core.settings import ResearchSettings
+from deepresearch_dagster.definitions import build_definitions
+from deepresearch_dagster.partitions import RESEARCH_PARTITIONS_NAME
+from tests.conftest import make_dagster_home
+
+QUESTION = "What limits solid-state battery manufacturing, and how are companies scaling production?"
+
+
+def materialize_question(question: str, options: dict | None = None):
+    settings = ResearchSettings.from_env()
+    lineage = LineageStore.at(settings.duckdb_file)
+    key = register(lineage, question, options or {})
+    instance = DagsterInstance.get()
+    instance.add_dynamic_partitions(RESEARCH_PARTITIONS_NAME, [key])
+    result = build_definitions().resolve_job_def("research_job").execute_in_process(
+        partition_key=key, instance=instance, raise_on_error=False
+    )
+    return result, key, settings, instance
+
+
+def test_offline_research_materializes_all_four_assets(isolated_env):
+    result, key, settings, instance = materialize_question(QUESTION)
+    assert result.success
+    for name in ("research_plan", "tool_outputs", "compressed_summaries", "research_report"):
+        event = instance.get_latest_materialization_event(AssetKey(name))
+        assert event is not None and event.dagster_event.partition == key
+    report_meta = instance.get_latest_materialization_event(AssetKey("research_report")).asset_materialization.metadata
+    assert report_meta["context_reduction_pct"].value > 80
+    assert "## References" in report_meta["report"].value
+
+    partition = settings.artifacts_path / key
+    report = json.loads((partition / "report.json").read_text())
+    assert report["citations"], "the offline report must cite sources"
+    body = (partition / "report.md").read_text()
+    for c in report["citations"]:
+        assert f"[{c['n']}]" in body and c["artifact_file"]
+
+    checks = {e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data.passed
+              for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    assert checks == {"plan_is_valid": True, "raw_artifacts_match_lineage": True, "citations_resolve": True}
+
+    with duckdb.connect(str(settings.duckdb_file), read_only=True) as conn:
+        rows = conn.execute("SELECT artifact_path, sha256 FROM tool_calls WHERE partition_key = ?", [key]).fetchall()
+        llm = conn.execute("SELECT count(*) FROM llm_calls WHERE partition_key = ?", [key]).fetchone()[0]
+        reduction = conn.execute(
+            "SELECT reduction_pct FROM context_reduction_by_research WHERE partition_key = ?", [key]
+        ).fetchone()[0]
+    raw_files = [p for p in partition.rglob("*") if p.is_file() and p.parent.name != "conversations"
+                 and p.parent != partition]
+    assert len(rows) == len(raw_files) > 0
+    for path, digest in rows:
+        assert sha256_bytes((settings.artifacts_path / path).read_bytes()) == digest
+    assert llm > 0 and reduction > 80
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_same_research_twice_gives_identical_names_and_bytes(isolated_env, monkeypatch):
+    trees = []
+    for run in ("a", "b"):
+        monkeypatch.setenv("DEEPRESEARCH_ARTIFACTS_DIR", str(isolated_env / f"artifacts_{run}"))
+        monkeypatch.setenv("DAGSTER_HOME", str(make_dagster_home(isolated_env / f"home_{run}")))
+        result, key, settings, _ = materialize_question(QUESTION)
+        assert result.success
+        trees.append(_tree(settings.artifacts_path / key))
+    assert trees[0].keys() == trees[1].keys()
+    assert trees[0] == trees[1]
+
+
+def test_rematerializing_compression_reuses_stored_raw_outputs(isolated_env):
+    result, key, settings, instance = materialize_question(QUESTION)
+    assert result.success
+    lineage = LineageStore.at(settings.duckdb_file)
+    calls_before = lineage.query("SELECT count(*) AS n FROM tool_calls")[0]["n"]
+    llm_before = lineage.query("SELECT count(*) AS n FROM llm_calls WHERE role = 'compressor'")[0]["n"]
+    again = build_definitions().resolve_job_def("research_job").execute_in_process(
+        partition_key=key, instance=instance, asset_selection=[AssetKey("compressed_summaries")]
+    )
+    assert again.success
+    assert lineage.query("SELECT count(*) AS n FROM tool_calls")[0]["n"] == calls_before
+    # Same model and prompt version: every compression is a cache hit, no new compressor call.
+    assert lineage.query("SELECT count(*) AS n FROM llm_calls WHERE role = 'compressor'")[0]["n"] == llm_before
+
+
+def test_unregistered_partition_fails_with_a_clear_message(isolated_env):
+    instance = DagsterInstance.get()
+    instance.add_dynamic_partitions(RESEARCH_PARTITIONS_NAME, ["never-registered"])
+    result = build_definitions().resolve_job_def("research_job").execute_in_process(
+        partition_key="never-registered", instance=instance, raise_on_error=False
+    )
+    assert not result.success
+    reasons = failure_reasons(result.all_events)
+    assert reasons and "no research question is registered" in reasons[0]
