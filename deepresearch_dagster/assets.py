@@ -11,6 +11,7 @@ from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     AssetIn,
+    Backoff,
     DynamicOut,
     DynamicOutput,
     Failure,
@@ -19,7 +20,6 @@ from dagster import (
     Out,
     Output,
     RetryPolicy,
-    Backoff,
     asset,
     graph_asset,
     op,
@@ -183,7 +183,7 @@ def compress_tool_output(
     """Compression of one stored raw output; served from the content-addressed cache when the
     research loop already compressed it with the same model and prompt version."""
     ctx = _context(context, research, duckdb)
-    with _stage(ctx, f"compress:{call.call_id}"):
+    with ctx.lineage.session(), _stage(ctx, f"compress:{call.call_id}"):
         plan = load_stage(ctx.store, "research_plan")
         return compress_one(ctx, plan, call)
 

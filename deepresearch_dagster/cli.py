@@ -176,9 +176,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
     for col in ("partition", "question", "status", "tool calls", "reduction %"):
         table.add_column(col)
     for r in rows:
-        table.add_row(
-            r["partition_key"], r["question"][:60], r["status"], str(r["tool_calls"] or 0), str(r["reduction_pct"] or "")
-        )
+        reduction = "" if r["reduction_pct"] is None else str(r["reduction_pct"])
+        table.add_row(r["partition_key"], r["question"][:60], r["status"], str(r["tool_calls"] or 0), reduction)
     Console().print(table)
     return EXIT_OK
 

@@ -7,7 +7,7 @@ from pydantic import BaseModel
 
 from .core.artifact_store import ArtifactStore, sha256_bytes
 from .core.models import ToolOutputs
-from .core.pipeline import ArtifactIntegrityError, STAGE_FILES, load_stage, save_stage
+from .core.pipeline import STAGE_FILES, ArtifactIntegrityError, load_stage, save_stage
 
 
 def verify_raw_files(store: ArtifactStore, outputs: ToolOutputs) -> None:

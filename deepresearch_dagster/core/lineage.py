@@ -106,7 +106,8 @@ class LineageStore:
 
     def __init__(self, connect: Connect, database: str | None = None) -> None:
         """``database`` names the file so the schema is applied once per process, not per op."""
-        self._connect = connect
+        self._connect_new = connect
+        self._held: duckdb.DuckDBPyConnection | None = None
         if database is None or database not in self._migrated:
             with self._connect() as conn:
                 conn.execute(SCHEMA)
@@ -116,6 +117,28 @@ class LineageStore:
     @classmethod
     def at(cls, path: str | Path) -> LineageStore:
         return cls(path_connect(path), str(Path(path).resolve()))
+
+    @contextmanager
+    def _connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        if self._held is not None:
+            yield self._held
+            return
+        with self._connect_new() as conn:
+            yield conn
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """Hold one connection for a short unit of work (one tool call, one op) instead of
+        opening one per row; the file lock is released again as soon as the unit ends."""
+        if self._held is not None:
+            yield
+            return
+        with self._connect_new() as conn:
+            self._held = conn
+            try:
+                yield
+            finally:
+                self._held = None
 
     def _exec(self, sql: str, params: list[Any] | None = None) -> None:
         with self._connect() as conn:

@@ -11,6 +11,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from .artifact_store import ArtifactReader
 from .compressor import StepContext, compress
 from .context import ResearchContext
 from .engines.base import EngineError, ToolCallRequest
@@ -19,10 +20,9 @@ from .naming import artifact_filename, plan_folder, slugify
 from .prompts import render
 from .structured import record_completion
 from .text import estimate_tokens
-from .tools import ToolError, ToolResult, Toolbox
+from .tools import Toolbox, ToolError, ToolResult
 from .tools.artifact_tools import artifact_tools
 from .tools.local_search import corpus_tools, open_corpus
-from .artifact_store import ArtifactReader
 
 
 def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
@@ -118,13 +118,14 @@ def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
             for request in completion.tool_calls[: settings.max_tool_calls_per_step - len(step_calls)]:
                 ordinals[request.name] += 1
                 seq = len(step_calls) + 1
-                record, raw_text, kind = run_tool(ctx, plan, step, toolbox, request, seq, ordinals[request.name])
+                with ctx.lineage.session():
+                    record, raw_text, kind = run_tool(ctx, plan, step, toolbox, request, seq, ordinals[request.name])
+                    summary = compress(
+                        ctx, StepContext(plan.plan_title, step.title, step.description, request.name),
+                        record, raw_text, kind,
+                    )
+                    ctx.lineage.record_tool_summary(ctx.partition_key, summary)
                 step_calls.append({"tool": request.name, "arguments": request.arguments})
-                summary = compress(
-                    ctx, StepContext(plan.plan_title, step.title, step.description, request.name),
-                    record, raw_text, kind,
-                )
-                ctx.lineage.record_tool_summary(ctx.partition_key, summary)
                 calls.append(record)
                 summaries.append(summary)
                 injected = summary.injected

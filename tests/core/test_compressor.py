@@ -4,7 +4,9 @@ from deepresearch_dagster.core.compressor import StepContext, compress
 from deepresearch_dagster.core.models import CompressionResult, ToolCallRecord
 from deepresearch_dagster.core.text import estimate_tokens
 
-STEP = StepContext("Sodium plan", "Sodium-ion basics", "Find how sodium-ion cells work and their energy density.", "read_document")
+STEP = StepContext(
+    "Sodium plan", "Sodium-ion basics", "Find how sodium-ion cells work and their energy density.", "read_document"
+)
 RAW = (
     "Sodium-ion batteries use hard carbon anodes. Sodium is abundant and cheap. "
     "Commercial cells reached about 160 Wh/kg in 2023. CATL announced a cell in 2021. "

@@ -1,6 +1,6 @@
 import pytest
 
-from deepresearch_dagster.core.tools import ToolError, Toolbox
+from deepresearch_dagster.core.tools import Toolbox, ToolError
 from deepresearch_dagster.core.tools.html_text import html_to_text
 from deepresearch_dagster.core.tools.local_search import DEFAULT_CORPUS, LocalCorpus, corpus_tools
 

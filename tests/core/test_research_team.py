@@ -7,14 +7,28 @@ INJECTED_KEYS = {"summary_title", "summary", "extraction", "artifact_file"}
 
 
 def _plan() -> ResearchPlan:
-    return ResearchPlan.model_validate({
-        "plan_title": "Sodium batteries",
-        "steps": [
-            {"step_id": 1, "title": "Sodium-ion energy density", "description": "Find sodium-ion energy density figures in Wh/kg."},
-            {"step_id": 2, "title": "Pruning roses in winter", "description": "Find when garden roses are pruned and how canes are cut."},
-            {"step_id": 3, "title": "Lattice QCD gluon simulations", "description": "Find lattice quantum chromodynamics gluon results."},
-        ],
-    })
+    return ResearchPlan.model_validate(
+        {
+            "plan_title": "Sodium batteries",
+            "steps": [
+                {
+                    "step_id": 1,
+                    "title": "Sodium-ion energy density",
+                    "description": "Find sodium-ion energy density figures in Wh/kg.",
+                },
+                {
+                    "step_id": 2,
+                    "title": "Pruning roses in winter",
+                    "description": "Find when garden roses are pruned and how canes are cut.",
+                },
+                {
+                    "step_id": 3,
+                    "title": "Lattice QCD gluon simulations",
+                    "description": "Find lattice quantum chromodynamics gluon results.",
+                },
+            ],
+        }
+    )
 
 
 def test_every_call_is_offloaded_and_only_useful_summaries_are_injected(make_context):
@@ -58,8 +72,9 @@ def test_conversations_are_persisted_on_disk_and_in_duckdb(make_context):
 def test_duckdb_rows_match_files_by_sha256(make_context):
     ctx = make_context()
     outputs = research_stage(ctx, _plan())
-    rows = ctx.lineage.query("SELECT artifact_path, sha256, is_useful FROM tool_calls WHERE partition_key = ?",
-                             [ctx.partition_key])
+    rows = ctx.lineage.query(
+        "SELECT artifact_path, sha256, is_useful FROM tool_calls WHERE partition_key = ?", [ctx.partition_key]
+    )
     assert len(rows) == len(outputs.calls)
     from deepresearch_dagster.core.artifact_store import sha256_bytes
 

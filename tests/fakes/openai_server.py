@@ -31,13 +31,25 @@ def default_answer(role: str, body: dict[str, Any]) -> dict[str, Any]:
     """A plausible answer per role, derived only from what the request contains."""
     messages = body["messages"]
     if role == "planner":
-        return {"content": json.dumps({
-            "plan_title": "Fake plan: sodium batteries",
-            "steps": [
-                {"step_id": 1, "title": "Sodium-ion basics", "description": "Search for sodium-ion cell chemistry and read the best document."},
-                {"step_id": 2, "title": "Sodium-ion costs", "description": "Search for sodium-ion cost figures and read the best document."},
-            ],
-        })}
+        return {
+            "content": json.dumps(
+                {
+                    "plan_title": "Fake plan: sodium batteries",
+                    "steps": [
+                        {
+                            "step_id": 1,
+                            "title": "Sodium-ion basics",
+                            "description": "Search for sodium-ion cell chemistry and read the best document.",
+                        },
+                        {
+                            "step_id": 2,
+                            "title": "Sodium-ion costs",
+                            "description": "Search for sodium-ion cost figures and read the best document.",
+                        },
+                    ],
+                }
+            )
+        }
     if role == "researcher":
         summaries = [json.loads(m["content"]) for m in messages if m["role"] == "assistant"]
         step = re.search(r"Current step \d+: (.+)", messages[1]["content"]).group(1)
@@ -60,12 +72,16 @@ def default_answer(role: str, body: dict[str, Any]) -> dict[str, Any]:
             sentences = [s for s in _SENTENCE.split(" ".join(raw.split())) if s.endswith(".")]
             extraction = sentences[3:5]
             summary = " ".join(sentences[:3])
-        return {"content": json.dumps({
-            "summary_title": "Compressed findings from the fake compression model",
-            "summary": summary,
-            "extraction": extraction,
-            "is_useful": bool(extraction) or len(summary) > 0,
-        })}
+        return {
+            "content": json.dumps(
+                {
+                    "summary_title": "Compressed findings from the fake compression model",
+                    "summary": summary,
+                    "extraction": extraction,
+                    "is_useful": bool(extraction) or len(summary) > 0,
+                }
+            )
+        }
     if role == "reporter":
         cited = sorted(set(re.findall(r"^\[(\d+)\]", messages[-1]["content"], re.M)), key=int)
         body_md = "# Fake report\n\n" + "\n".join(f"- Finding from source {n} [{n}]" for n in cited)
@@ -121,18 +137,25 @@ class FakeOpenAIServer:
             ]
         prompt_chars = sum(len(m.get("content") or "") for m in body["messages"])
         return {
-            "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "message": message,
-                         "finish_reason": "tool_calls" if answer.get("tool_calls") else "stop"}],
-            "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": 7,
-                      "total_tokens": prompt_chars // 4 + 7},
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": "tool_calls" if answer.get("tool_calls") else "stop"}
+            ],
+            "usage": {
+                "prompt_tokens": prompt_chars // 4,
+                "completion_tokens": 7,
+                "total_tokens": prompt_chars // 4 + 7,
+            },
         }
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 if not self.path.endswith("/chat/completions"):
                     self.send_error(404)
                     return

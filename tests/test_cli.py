@@ -1,0 +1,72 @@
+"""The ``deepresearch`` console script as a user runs it (subprocesses, real exit codes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "deepresearch_dagster.cli", *args],
+        capture_output=True, text=True, env=dict(os.environ), cwd=cwd, timeout=300,
+    )
+
+
+@pytest.mark.parametrize("question", ["", "   ", "x" * 10_001, "bad\x01char"])
+def test_bad_question_exits_2_with_one_line(question):
+    proc = run_cli("run", question)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
+
+
+def test_missing_corpus_exits_2():
+    proc = run_cli("run", "What is sodium?", "--corpus", "/no/such/folder")
+    assert proc.returncode == 2 and "corpus folder not found" in proc.stderr
+
+
+def test_unknown_option_exits_2():
+    assert run_cli("run", "q", "--engine", "gpt9").returncode == 2
+
+
+def test_run_json_then_ls(isolated_env, corpus_dir):
+    proc = run_cli("run", "How do sodium-ion batteries work in cold weather?", "--corpus", str(corpus_dir), "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    for key in ("partition_key", "plan_title", "report_md", "report_json", "artifacts_dir", "duckdb",
+                "tool_calls", "llm_calls", "raw_tokens", "injected_tokens", "context_reduction"):
+        assert key in out
+    assert Path(out["report_md"]).is_file() and Path(out["artifacts_dir"]).is_dir()
+    assert out["tool_calls"] == len(list(Path(out["artifacts_dir"]).iterdir()))
+    assert "step 1/" in proc.stderr  # progress was shown
+
+    listing = run_cli("ls", "--json")
+    assert listing.returncode == 0
+    rows = json.loads(listing.stdout)
+    assert [r["partition_key"] for r in rows] == [out["partition_key"]]
+    assert rows[0]["status"] == "succeeded"
+
+
+def test_compress_prints_schema_json():
+    proc = run_cli(
+        "compress", str(FIXTURES / "corpus" / "sodium_ion_chemistry.md"), "--plan-title", "Sodium",
+        "--step-title", "Sodium-ion energy density", "--step-description", "Find energy density in Wh/kg.",
+        "--tool-name", "read_document", "--engine", "offline",
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert set(result) == {"summary_title", "summary", "extraction", "is_useful"}
+    assert result["is_useful"] is True
+
+
+def test_compress_missing_file_exits_2():
+    proc = run_cli("compress", "/nope.txt", "--plan-title", "p", "--step-title", "s",
+                   "--step-description", "d", "--tool-name", "t")
+    assert proc.returncode == 2

@@ -1,0 +1,76 @@
+"""The LLM path end to end: real ``openai`` client → scripted server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+
+from deepresearch_dagster.core.lineage import LineageStore
+from deepresearch_dagster.core.settings import ResearchSettings
+from tests.conftest import SECRET_KEY
+from tests.test_dagster_e2e import materialize_question
+
+
+def test_research_through_the_openai_client(fake_openai, corpus_dir):
+    result, key, settings, _ = materialize_question(
+        "How do sodium-ion batteries work and what do they cost?",
+        {"engine": "openai", "corpus_dir": str(corpus_dir)},
+    )
+    assert result.success
+    roles = {r: len(fake_openai.requests_for(r)) for r in ("planner", "researcher", "compressor", "reporter")}
+    assert roles["planner"] == 1 and roles["reporter"] == 1
+    assert roles["researcher"] >= 2 and roles["compressor"] >= 2
+
+    # The researcher chose tools via OpenAI tool calling, from the pydantic argument models.
+    tools = {t["function"]["name"] for t in fake_openai.requests_for("researcher")[0]["tools"]}
+    assert {"local_search", "read_document", "grep_artifacts", "read_artifact"} <= tools
+
+    # Researcher requests carry only summaries: never a raw tool output.
+    partition = ResearchSettings.from_env().artifacts_path / key
+    plan = json.loads((partition / "plan.json").read_text())
+    assert plan["plan_title"] == "Fake plan: sodium batteries"
+    raw_files = list((partition / "fake_plan_sodium_batteries").iterdir())
+    assert len(raw_files) == roles["compressor"]
+    for request in fake_openai.requests_for("researcher"):
+        for message in request["messages"]:
+            if message["role"] == "assistant":
+                assert set(json.loads(message["content"])) == {
+                    "summary_title",
+                    "summary",
+                    "extraction",
+                    "artifact_file",
+                }
+            for raw in raw_files:
+                assert raw.read_text() not in (message["content"] or "")
+
+    lineage = LineageStore.at(settings.duckdb_file)
+    rows = lineage.query("SELECT role, model, prompt_tokens FROM llm_calls WHERE partition_key = ?", [key])
+    assert {r["role"] for r in rows} == {"planner", "researcher", "compressor", "reporter"}
+    assert all(r["prompt_tokens"] > 0 for r in rows)  # provider-reported usage
+    report = (partition / "report.md").read_text()
+    assert "[1]" in report and "## References" in report
+
+
+def test_api_key_never_reaches_artifacts_or_duckdb(fake_openai, corpus_dir, isolated_env):
+    result, *_ = materialize_question(
+        "What do sodium-ion cells cost?", {"engine": "openai", "corpus_dir": str(corpus_dir)}
+    )
+    assert result.success
+    for path in isolated_env.rglob("*"):
+        if path.is_file():
+            assert SECRET_KEY.encode() not in path.read_bytes(), f"API key leaked into {path}"
+
+
+def test_planner_gets_one_repair_then_fails_clearly(fake_openai, corpus_dir):
+    fake_openai.script("planner", '{"plan_title": "x"}', '{"steps": []}')
+    result, key, settings, _ = materialize_question(
+        "Plan this please?", {"engine": "openai", "corpus_dir": str(corpus_dir)}
+    )
+    assert not result.success
+    from deepresearch_dagster.cli import failure_reasons
+
+    reason = failure_reasons(result.all_events)[0]
+    assert "planner returned invalid output twice" in reason
+    statuses = LineageStore.at(settings.duckdb_file).query(
+        "SELECT status FROM llm_calls WHERE partition_key = ? AND role = 'planner' ORDER BY id", [key]
+    )
+    assert [s["status"] for s in statuses] == ["invalid", "invalid"]  # no retry of a user-facing failure
