@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from ..text import content_terms, estimate_tokens, split_sentences, words
+from ..text import STOPWORDS, content_terms, estimate_tokens, split_sentences
 from .base import Completion, ToolCallRequest
 
 MODEL = "offline-extractive-v1"
@@ -45,15 +45,32 @@ def _cap_words(text: str, n: int) -> str:
     return " ".join(parts[:n])
 
 
-def _topic_terms(text: str) -> list[str]:
-    """Distinct topic words of ``text`` in order of appearance, without task words."""
+_HYPHENATED = re.compile(r"[A-Za-z0-9]+(?:[-'’][A-Za-z0-9]+)*")
+# Words that name an aspect of a topic rather than the topic itself.
+_ASPECT_WORDS = set(
+    content_terms(
+        "main key major primary biggest challenges challenge problems issues benefits advantages "
+        "disadvantages effects impact impacts causes role history current state status latest"
+    )
+)
+_ANAPHORA = re.compile(r"^(it|its|this|these|they|that|those|such|he|she|his|her|their)\b", re.IGNORECASE)
+
+
+def _topic_terms(text: str, drop_aspects: bool = False) -> list[str]:
+    """Distinct topic words of ``text`` (hyphenated words kept whole), without task words."""
+    skip = _INSTRUCTION_WORDS | (_ASPECT_WORDS if drop_aspects else set())
     seen: dict[str, str] = {}
-    for w in words(text):
+    for w in _HYPHENATED.findall(text):
         low = w.lower()
-        terms = content_terms(low)
-        if terms and terms[0] not in _INSTRUCTION_WORDS and terms[0] not in seen:
-            seen[terms[0]] = low
+        terms = content_terms(low.replace("-", " "))
+        if terms and not set(terms) <= skip and low not in seen and low not in STOPWORDS:
+            seen[low] = low
     return list(seen.values())
+
+
+def _sentence_case(text: str) -> str:
+    text = text.strip(" ,.?;:")
+    return text[:1].upper() + text[1:]
 
 
 class OfflineEngine:
@@ -91,35 +108,39 @@ class OfflineEngine:
     def _plan(self, payload: dict[str, Any]) -> tuple[str, list[ToolCallRequest]]:
         question = " ".join(payload["question"].split())
         max_steps = int(payload.get("max_steps", 5))
-        topic_words = _topic_terms(question)[:6] or ["the", "question"]
-        topic = " ".join(topic_words)
         clauses = [c.strip(" ,.?") for c in _CLAUSE_SPLIT.split(question) if c and c.strip(" ,.?")]
+        topic_words = (
+            _topic_terms(clauses[0] if clauses else question, drop_aspects=True)
+            or _topic_terms(question)
+            or ["the question"]
+        )
+        topic = " ".join(topic_words[:6])
         title_core = _QUESTION_LEAD.sub("", question.rstrip("?. ")).strip() or question
-        plan_title = "Research: " + _cap_words(title_core[:1].upper() + title_core[1:], 16)
+        plan_title = _cap_words(_sentence_case(title_core), 16)
 
         steps = [
             (
-                f"Background on {_cap_words(topic, 6)}",
+                f"Background: {topic}",
                 f"Find background on {topic}: what it is, how it works and the key terms. "
                 f"Search the corpus for '{topic}' and read the most relevant documents.",
             )
         ]
         for clause in clauses[: max(0, max_steps - 2)]:
-            core = _QUESTION_LEAD.sub("", clause).strip() or clause
-            clause_terms = " ".join(_topic_terms(clause)[:8]) or topic
+            clause_terms = _topic_terms(clause)
+            query = " ".join(dict.fromkeys(clause_terms + topic_words))
             steps.append(
                 (
-                    f"Investigate {_cap_words(core, 8)}",
-                    f"Answer the sub-question '{clause}' for {topic}. Search for '{clause_terms}' "
+                    _cap_words(_sentence_case(clause), 14),
+                    f"Answer the sub-question '{clause}?' about {topic}. Search for '{query}' "
                     "and extract concrete facts, figures, dates and named examples.",
                 )
             )
         if len(steps) < max_steps:
             steps.append(
                 (
-                    f"Limitations and outlook for {_cap_words(topic, 6)}",
+                    f"Limitations and outlook: {topic}",
                     f"Identify the limitations, risks, costs, open problems and expected timelines "
-                    f"for {topic}. Search for '{topic} challenges limitations cost outlook'.",
+                    f"for {topic}. Search for '{topic} limitations cost outlook'.",
                 )
             )
         plan = {
@@ -282,6 +303,8 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
         s += 0.5 * sum(math.log(1 + n / df[t]) for t in terms & plan_terms)
         if re.search(r"\d", sentences[i]):
             s += 0.5
+        if _ANAPHORA.match(sentences[i]):
+            s *= 0.5  # "It…"/"These…" read badly once lifted out of their paragraph
         return s / (1 + len(terms) / 40)
 
     scores = [score(i) for i in range(n)]
