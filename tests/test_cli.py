@@ -70,3 +70,11 @@ def test_compress_missing_file_exits_2():
     proc = run_cli("compress", "/nope.txt", "--plan-title", "p", "--step-title", "s",
                    "--step-description", "d", "--tool-name", "t")
     assert proc.returncode == 2
+
+
+def test_dagster_loads_the_definitions():
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-m", "deepresearch_dagster.definitions"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -17,7 +17,7 @@ def test_research_through_the_openai_client(fake_openai, corpus_dir):
     )
     assert result.success
     roles = {r: len(fake_openai.requests_for(r)) for r in ("planner", "researcher", "compressor", "reporter")}
-    assert roles["planner"] == 1 and roles["reporter"] == 1
+    assert roles["planner"] == 1 and roles["reporter"] == 2  # artifact lookups, then the report
     assert roles["researcher"] >= 2 and roles["compressor"] >= 2
 
     # The researcher chose tools via OpenAI tool calling, from the pydantic argument models.
@@ -74,3 +74,46 @@ def test_planner_gets_one_repair_then_fails_clearly(fake_openai, corpus_dir):
         "SELECT status FROM llm_calls WHERE partition_key = ? AND role = 'planner' ORDER BY id", [key]
     )
     assert [s["status"] for s in statuses] == ["invalid", "invalid"]  # no retry of a user-facing failure
+
+
+def test_reporter_can_look_up_artifacts_confined_to_the_research(fake_openai, corpus_dir):
+    fake_openai.script(
+        "reporter",
+        {"tool_calls": [("grep_artifacts", {"pattern": "hard carbon"}), ("read_artifact", {"file": "../../x"})]},
+    )
+    result, *_ = materialize_question("How do sodium-ion cells work?", {"engine": "openai", "corpus_dir": str(corpus_dir)})
+    assert result.success
+    final = fake_openai.requests_for("reporter")[-1]["messages"]
+    tool_messages = [json.loads(m["content"]) for m in final if m["role"] == "tool"]
+    assert tool_messages[0]["matches"] and all(m["file"].endswith((".txt", ".json")) for m in tool_messages[0]["matches"])
+    assert "no artifact named" in tool_messages[1]["error"]
+
+
+def test_new_compressor_model_recompresses_from_disk_with_zero_tool_calls(fake_openai, corpus_dir, monkeypatch):
+    from dagster import AssetKey, DagsterInstance
+
+    from deepresearch_dagster.definitions import build_definitions
+
+    result, key, settings, _ = materialize_question(
+        "How do sodium-ion cells work?", {"engine": "openai", "corpus_dir": str(corpus_dir)}
+    )
+    assert result.success
+    lineage = LineageStore.at(settings.duckdb_file)
+    tool_rows = lineage.query("SELECT call_id, sha256, created_at FROM tool_calls ORDER BY call_id")
+    researcher_before = len(fake_openai.requests_for("researcher"))
+    compressor_before = len(fake_openai.requests_for("compressor"))
+
+    monkeypatch.setenv("DEEPRESEARCH_MODEL_COMPRESSOR", "another-compressor")
+    again = build_definitions().resolve_job_def("research_job").execute_in_process(
+        partition_key=key, instance=DagsterInstance.get(), asset_selection=[AssetKey("compressed_summaries")]
+    )
+    assert again.success
+    assert lineage.query("SELECT call_id, sha256, created_at FROM tool_calls ORDER BY call_id") == tool_rows
+    assert len(fake_openai.requests_for("researcher")) == researcher_before
+    new_requests = fake_openai.requests_for("compressor")[compressor_before:]
+    assert len(new_requests) == len(tool_rows)
+    assert {r["model"] for r in new_requests} == {"another-compressor"}
+    bundle = json.loads((settings.artifacts_path / key / "compressed_summaries.json").read_text())
+    assert bundle["compressor_model"] == "another-compressor"
+    versions = lineage.query("SELECT DISTINCT compressor_model FROM summaries ORDER BY 1")
+    assert [v["compressor_model"] for v in versions] == ["another-compressor", "gpt-4o-mini"]

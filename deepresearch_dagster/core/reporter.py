@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from .artifact_store import ArtifactReader
 from .context import ResearchContext
 from .engines.base import EngineError
 from .engines.offline import MODEL as FALLBACK_MODEL
 from .engines.offline import extractive_report
 from .models import Citation, Report, ResearchPlan, SummaryBundle
 from .prompts import render
-from .structured import StructuredOutputError, call_structured
+from .structured import StructuredOutputError, call_structured, record_completion
+from .tools import Toolbox, ToolError
+from .tools.artifact_tools import artifact_tools
+
+# A looked-up artifact slice enters the reporter's context; keep it bounded.
+MAX_LOOKUP_CHARS = 6000
 
 _CITE = re.compile(r"\[(\d+)\]")
 
@@ -51,6 +58,47 @@ def _memory_text(entries: list[dict[str, Any]]) -> str:
     return "\n\n".join(blocks)
 
 
+def artifact_lookups(
+    ctx: ResearchContext, plan: ResearchPlan, messages: list[dict[str, Any]], payload: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Let the reporter read stored raw outputs (seed 000 §8) before writing, within a cap."""
+    cap = ctx.settings.report_lookups
+    if cap <= 0:
+        return []
+    toolbox = Toolbox(artifact_tools(ArtifactReader(ctx.store.raw_dir(plan.plan_title))))
+    ask = [*messages, {"role": "user", "content": render("reporter_lookup", max_lookups=cap)}]
+    try:
+        completion = ctx.engine.complete("reporter", ask, {**payload, "phase": "lookup"}, tools=toolbox.definitions())
+    except EngineError as exc:
+        ctx.log(f"reporter lookups skipped: {exc}")
+        return []
+    record_completion(ctx, "reporter", completion, 1, "ok", "lookups")
+    calls = completion.tool_calls[:cap]
+    if not calls:
+        return []
+    ids = [f"lookup_{i}" for i in range(len(calls))]
+    added: list[dict[str, Any]] = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                for i, c in zip(ids, calls, strict=True)
+            ],
+        }
+    ]
+    for call_id, call in zip(ids, calls, strict=True):
+        try:
+            content: Any = toolbox.call(call.name, call.arguments).content
+        except ToolError as exc:
+            content = {"error": str(exc)}
+        added.append(
+            {"role": "tool", "tool_call_id": call_id, "content": json.dumps(content, ensure_ascii=False)[:MAX_LOOKUP_CHARS]}
+        )
+    ctx.log(f"reporter looked up {len(calls)} artifact(s)")
+    return added
+
+
 def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle) -> Report:
     entries = number_sources(bundle)
     payload = {
@@ -67,6 +115,7 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
             + _memory_text(entries),
         },
     ]
+    messages += artifact_lookups(ctx, plan, messages, payload)
     model = ctx.engine.model_for("reporter")
     try:
         body = call_structured(ctx, "reporter", messages, payload, ReportBody, artifact="report.md").markdown

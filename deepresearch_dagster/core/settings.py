@@ -30,6 +30,7 @@ class ResearchSettings(BaseModel):
     max_steps: int = Field(default=5, ge=1, le=7)
     max_tool_calls_per_step: int = Field(default=4, ge=1, le=20)
     docs_per_step: int = Field(default=2, ge=1, le=10)
+    report_lookups: int = Field(default=3, ge=0, le=10)
     openai_base_url: str | None = None
     models: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_MODELS))
     llm_timeout_s: float = 120.0

@@ -182,6 +182,8 @@ class OfflineEngine:
 
     # -- reporter ------------------------------------------------------------------------
     def _report(self, payload: dict[str, Any]) -> tuple[str, list[ToolCallRequest]]:
+        if payload.get("phase") == "lookup":
+            return "no lookups", []  # the extractive reporter quotes summaries only
         return json.dumps({"markdown": extractive_report(payload)}), []
 
 
