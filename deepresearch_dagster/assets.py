@@ -1,6 +1,5 @@
 """The four partitioned research assets; each is a thin call into ``core.pipeline``."""
 
-
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any

@@ -80,12 +80,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         instance.add_dynamic_partitions(RESEARCH_PARTITIONS_NAME, [key])
     print(f"research {key} (engine: {settings.with_options(options).resolved_engine()})", file=sys.stderr)
 
-    result = build_definitions().resolve_job_def("research_job").execute_in_process(
-        partition_key=key,
-        instance=instance,
-        raise_on_error=False,
-        run_config={"loggers": {"console": {"config": {"log_level": "ERROR"}}}},
-        tags={"deepresearch/source": "cli"},
+    result = (
+        build_definitions()
+        .resolve_job_def("research_job")
+        .execute_in_process(
+            partition_key=key,
+            instance=instance,
+            raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": "ERROR"}}}},
+            tags={"deepresearch/source": "cli"},
+        )
     )
     partition_dir = settings.artifacts_path / key
     if not result.success:
@@ -140,8 +144,11 @@ def _print_figures(summary: dict[str, Any]) -> None:
 
     table = Table(title="Context reduction", show_header=False)
     for label, key in [
-        ("tool calls", "tool_calls"), ("useful", "useful"), ("LLM calls", "llm_calls"),
-        ("raw tokens", "raw_tokens"), ("injected tokens", "injected_tokens"),
+        ("tool calls", "tool_calls"),
+        ("useful", "useful"),
+        ("LLM calls", "llm_calls"),
+        ("raw tokens", "raw_tokens"),
+        ("injected tokens", "injected_tokens"),
     ]:
         table.add_row(label, str(summary[key]))
     table.add_row("context reduction", f"{summary['context_reduction']}%")
@@ -204,14 +211,28 @@ def cmd_compress(args: argparse.Namespace) -> int:
     settings = _settings(args)
     conn = duckdb.connect(":memory:")  # a debugging aid records nothing persistent
     ctx = ResearchContext(
-        partition_key="compress-cli", question="(compress)", run_id="compress-cli", settings=settings,
-        engine=settings.make_engine(), lineage=LineageStore(lambda: nullcontext(conn)),
+        partition_key="compress-cli",
+        question="(compress)",
+        run_id="compress-cli",
+        settings=settings,
+        engine=settings.make_engine(),
+        lineage=LineageStore(lambda: nullcontext(conn)),
         log=lambda m: print(m, file=sys.stderr),
     )
     record = ToolCallRecord(
-        call_id="1.1", step_id="1", step_title=args.step_title, step_description=args.step_description, seq=1,
-        tool=args.tool_name, arguments={}, artifact_file=path.name, artifact_path=path.name, bytes=len(data),
-        sha256=sha256_bytes(data), raw_tokens=estimate_tokens(text), latency_ms=0.0,
+        call_id="1.1",
+        step_id="1",
+        step_title=args.step_title,
+        step_description=args.step_description,
+        seq=1,
+        tool=args.tool_name,
+        arguments={},
+        artifact_file=path.name,
+        artifact_path=path.name,
+        bytes=len(data),
+        sha256=sha256_bytes(data),
+        raw_tokens=estimate_tokens(text),
+        latency_ms=0.0,
     )
     step = StepContext(args.plan_title, args.step_title, args.step_description, args.tool_name)
     summary = compress(ctx, step, record, text, kind)

@@ -14,7 +14,6 @@ research_job = define_asset_job(
 )
 
 
-
 def build_definitions() -> Definitions:
     """Resources read the environment when built, so the CLI and tests build their own."""
     return Definitions(

@@ -25,9 +25,13 @@ class ResearchConfig(ConfigurableResource):
 
     def settings(self, duckdb_path: str) -> ResearchSettings:
         return ResearchSettings.from_env(
-            engine=self.engine, artifacts_dir=self.artifacts_dir, corpus_dir=self.corpus_dir,
-            max_steps=self.max_steps, max_tool_calls_per_step=self.max_tool_calls_per_step,
-            docs_per_step=self.docs_per_step, duckdb_path=duckdb_path,
+            engine=self.engine,
+            artifacts_dir=self.artifacts_dir,
+            corpus_dir=self.corpus_dir,
+            max_steps=self.max_steps,
+            max_tool_calls_per_step=self.max_tool_calls_per_step,
+            docs_per_step=self.docs_per_step,
+            duckdb_path=duckdb_path,
         )
 
 
@@ -46,4 +50,3 @@ def default_resources() -> dict[str, object]:
         "duckdb": DuckDBResource(database=str(settings.duckdb_file)),
         "research_io_manager": ResearchIOManager(artifacts_dir=str(settings.artifacts_path)),
     }
-

@@ -19,8 +19,13 @@ SECRET_KEY = "sk-test-secret-do-not-leak-1234"
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own artifact root and DAGSTER_HOME and no model configured."""
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "DEEPRESEARCH_ENGINE", "DEEPRESEARCH_DUCKDB",
-                "DEEPRESEARCH_CORPUS"):
+    for var in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "DEEPRESEARCH_ENGINE",
+        "DEEPRESEARCH_DUCKDB",
+        "DEEPRESEARCH_CORPUS",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("DEEPRESEARCH_ARTIFACTS_DIR", str(tmp_path / "artifacts"))
     monkeypatch.setenv("DAGSTER_HOME", str(make_dagster_home(tmp_path / "dagster_home")))
@@ -56,8 +61,13 @@ def make_context(tmp_path: Path, corpus_dir: Path):
         lineage = LineageStore.at(settings.duckdb_file)
         lineage.register_request(partition_key, "How do sodium-ion batteries work?", {})
         return ResearchContext(
-            partition_key=partition_key, question="How do sodium-ion batteries work?", run_id="run-1",
-            settings=settings, engine=settings.make_engine(), lineage=lineage, log=lambda m: None,
+            partition_key=partition_key,
+            question="How do sodium-ion batteries work?",
+            run_id="run-1",
+            settings=settings,
+            engine=settings.make_engine(),
+            lineage=lineage,
+            log=lambda m: None,
             today="2026-11-22",
         )
 

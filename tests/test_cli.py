@@ -16,7 +16,11 @@ from tests.conftest import FIXTURES
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "deepresearch_dagster.cli", *args],
-        capture_output=True, text=True, env=dict(os.environ), cwd=cwd, timeout=300,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        cwd=cwd,
+        timeout=300,
     )
 
 
@@ -40,8 +44,19 @@ def test_run_json_then_ls(isolated_env, corpus_dir):
     proc = run_cli("run", "How do sodium-ion batteries work in cold weather?", "--corpus", str(corpus_dir), "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    for key in ("partition_key", "plan_title", "report_md", "report_json", "artifacts_dir", "duckdb",
-                "tool_calls", "llm_calls", "raw_tokens", "injected_tokens", "context_reduction"):
+    for key in (
+        "partition_key",
+        "plan_title",
+        "report_md",
+        "report_json",
+        "artifacts_dir",
+        "duckdb",
+        "tool_calls",
+        "llm_calls",
+        "raw_tokens",
+        "injected_tokens",
+        "context_reduction",
+    ):
         assert key in out
     assert Path(out["report_md"]).is_file() and Path(out["artifacts_dir"]).is_dir()
     assert out["tool_calls"] == len(list(Path(out["artifacts_dir"]).iterdir()))
@@ -56,9 +71,18 @@ def test_run_json_then_ls(isolated_env, corpus_dir):
 
 def test_compress_prints_schema_json():
     proc = run_cli(
-        "compress", str(FIXTURES / "corpus" / "sodium_ion_chemistry.md"), "--plan-title", "Sodium",
-        "--step-title", "Sodium-ion energy density", "--step-description", "Find energy density in Wh/kg.",
-        "--tool-name", "read_document", "--engine", "offline",
+        "compress",
+        str(FIXTURES / "corpus" / "sodium_ion_chemistry.md"),
+        "--plan-title",
+        "Sodium",
+        "--step-title",
+        "Sodium-ion energy density",
+        "--step-description",
+        "Find energy density in Wh/kg.",
+        "--tool-name",
+        "read_document",
+        "--engine",
+        "offline",
     )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
@@ -67,14 +91,23 @@ def test_compress_prints_schema_json():
 
 
 def test_compress_missing_file_exits_2():
-    proc = run_cli("compress", "/nope.txt", "--plan-title", "p", "--step-title", "s",
-                   "--step-description", "d", "--tool-name", "t")
+    proc = run_cli(
+        "compress", "/nope.txt", "--plan-title", "p", "--step-title", "s", "--step-description", "d", "--tool-name", "t"
+    )
     assert proc.returncode == 2
 
 
 def test_dagster_loads_the_definitions():
     proc = subprocess.run(
-        [str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-m", "deepresearch_dagster.definitions"],
-        capture_output=True, text=True, timeout=300,
+        [
+            str(Path(sys.executable).parent / "dagster"),
+            "definitions",
+            "validate",
+            "-m",
+            "deepresearch_dagster.definitions",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]

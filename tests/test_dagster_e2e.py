@@ -26,8 +26,10 @@ def materialize_question(question: str, options: dict | None = None):
     key = register(lineage, question, options or {})
     instance = DagsterInstance.get()
     instance.add_dynamic_partitions(RESEARCH_PARTITIONS_NAME, [key])
-    result = build_definitions().resolve_job_def("research_job").execute_in_process(
-        partition_key=key, instance=instance, raise_on_error=False
+    result = (
+        build_definitions()
+        .resolve_job_def("research_job")
+        .execute_in_process(partition_key=key, instance=instance, raise_on_error=False)
     )
     return result, key, settings, instance
 
@@ -49,8 +51,11 @@ def test_offline_research_materializes_all_four_assets(isolated_env):
     for c in report["citations"]:
         assert f"[{c['n']}]" in body and c["artifact_file"]
 
-    checks = {e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data.passed
-              for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    checks = {
+        e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data.passed
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    }
     assert checks == {"plan_is_valid": True, "raw_artifacts_match_lineage": True, "citations_resolve": True}
 
     with duckdb.connect(str(settings.duckdb_file), read_only=True) as conn:
@@ -59,8 +64,9 @@ def test_offline_research_materializes_all_four_assets(isolated_env):
         reduction = conn.execute(
             "SELECT reduction_pct FROM context_reduction_by_research WHERE partition_key = ?", [key]
         ).fetchone()[0]
-    raw_files = [p for p in partition.rglob("*") if p.is_file() and p.parent.name != "conversations"
-                 and p.parent != partition]
+    raw_files = [
+        p for p in partition.rglob("*") if p.is_file() and p.parent.name != "conversations" and p.parent != partition
+    ]
     assert len(rows) == len(raw_files) > 0
     for path, digest in rows:
         assert sha256_bytes((settings.artifacts_path / path).read_bytes()) == digest
@@ -89,8 +95,10 @@ def test_rematerializing_compression_reuses_stored_raw_outputs(isolated_env):
     lineage = LineageStore.at(settings.duckdb_file)
     calls_before = lineage.query("SELECT count(*) AS n FROM tool_calls")[0]["n"]
     llm_before = lineage.query("SELECT count(*) AS n FROM llm_calls WHERE role = 'compressor'")[0]["n"]
-    again = build_definitions().resolve_job_def("research_job").execute_in_process(
-        partition_key=key, instance=instance, asset_selection=[AssetKey("compressed_summaries")]
+    again = (
+        build_definitions()
+        .resolve_job_def("research_job")
+        .execute_in_process(partition_key=key, instance=instance, asset_selection=[AssetKey("compressed_summaries")])
     )
     assert again.success
     assert lineage.query("SELECT count(*) AS n FROM tool_calls")[0]["n"] == calls_before
@@ -101,8 +109,10 @@ def test_rematerializing_compression_reuses_stored_raw_outputs(isolated_env):
 def test_unregistered_partition_fails_with_a_clear_message(isolated_env):
     instance = DagsterInstance.get()
     instance.add_dynamic_partitions(RESEARCH_PARTITIONS_NAME, ["never-registered"])
-    result = build_definitions().resolve_job_def("research_job").execute_in_process(
-        partition_key="never-registered", instance=instance, raise_on_error=False
+    result = (
+        build_definitions()
+        .resolve_job_def("research_job")
+        .execute_in_process(partition_key="never-registered", instance=instance, raise_on_error=False)
     )
     assert not result.success
     reasons = failure_reasons(result.all_events)

@@ -81,11 +81,15 @@ def test_reporter_can_look_up_artifacts_confined_to_the_research(fake_openai, co
         "reporter",
         {"tool_calls": [("grep_artifacts", {"pattern": "hard carbon"}), ("read_artifact", {"file": "../../x"})]},
     )
-    result, *_ = materialize_question("How do sodium-ion cells work?", {"engine": "openai", "corpus_dir": str(corpus_dir)})
+    result, *_ = materialize_question(
+        "How do sodium-ion cells work?", {"engine": "openai", "corpus_dir": str(corpus_dir)}
+    )
     assert result.success
     final = fake_openai.requests_for("reporter")[-1]["messages"]
     tool_messages = [json.loads(m["content"]) for m in final if m["role"] == "tool"]
-    assert tool_messages[0]["matches"] and all(m["file"].endswith((".txt", ".json")) for m in tool_messages[0]["matches"])
+    assert tool_messages[0]["matches"] and all(
+        m["file"].endswith((".txt", ".json")) for m in tool_messages[0]["matches"]
+    )
     assert "no artifact named" in tool_messages[1]["error"]
 
 
@@ -104,8 +108,12 @@ def test_new_compressor_model_recompresses_from_disk_with_zero_tool_calls(fake_o
     compressor_before = len(fake_openai.requests_for("compressor"))
 
     monkeypatch.setenv("DEEPRESEARCH_MODEL_COMPRESSOR", "another-compressor")
-    again = build_definitions().resolve_job_def("research_job").execute_in_process(
-        partition_key=key, instance=DagsterInstance.get(), asset_selection=[AssetKey("compressed_summaries")]
+    again = (
+        build_definitions()
+        .resolve_job_def("research_job")
+        .execute_in_process(
+            partition_key=key, instance=DagsterInstance.get(), asset_selection=[AssetKey("compressed_summaries")]
+        )
     )
     assert again.success
     assert lineage.query("SELECT call_id, sha256, created_at FROM tool_calls ORDER BY call_id") == tool_rows

@@ -94,7 +94,15 @@ def _compress_fresh(
         ctx.log(f"compression of {record.artifact_file} fell back to the extractive compressor: {exc}")
     result = CompressionResult.model_validate(compress_extractively(payload))
     ctx.lineage.record_llm_call(
-        ctx.partition_key, ctx.run_id, "compressor", FALLBACK_MODEL, 3, "fallback",
-        estimate_tokens(raw_text), estimate_tokens(result.model_dump_json()), 0.0, record.artifact_file,
+        ctx.partition_key,
+        ctx.run_id,
+        "compressor",
+        FALLBACK_MODEL,
+        3,
+        "fallback",
+        estimate_tokens(raw_text),
+        estimate_tokens(result.model_dump_json()),
+        0.0,
+        record.artifact_file,
     )
     return result, True

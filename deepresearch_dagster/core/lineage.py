@@ -159,9 +159,7 @@ class LineageStore:
         )
 
     def get_request(self, partition_key: str) -> tuple[str, dict[str, Any]] | None:
-        rows = self.query(
-            "SELECT question, options FROM research_requests WHERE partition_key = ?", [partition_key]
-        )
+        rows = self.query("SELECT question, options FROM research_requests WHERE partition_key = ?", [partition_key])
         if not rows:
             return None
         return rows[0]["question"], json.loads(rows[0]["options"] or "{}")
@@ -174,8 +172,7 @@ class LineageStore:
 
     def run_finished(self, run_id: str, stage: str, error: str | None = None) -> None:
         self._exec(
-            "UPDATE runs SET status = ?, error = ?, finished_at = current_timestamp "
-            "WHERE run_id = ? AND stage = ?",
+            "UPDATE runs SET status = ?, error = ?, finished_at = current_timestamp WHERE run_id = ? AND stage = ?",
             ["failed" if error else "succeeded", error, run_id, stage],
         )
 
@@ -210,9 +207,22 @@ class LineageStore:
             "arguments, artifact_file, artifact_path, bytes, sha256, raw_tokens, latency_ms, status, "
             "error, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                partition_key, rec.call_id, run_id, rec.step_id, rec.seq, rec.tool,
-                json.dumps(rec.arguments, sort_keys=True), rec.artifact_file, rec.artifact_path,
-                rec.bytes, rec.sha256, rec.raw_tokens, rec.latency_ms, rec.status, rec.error, rec.source,
+                partition_key,
+                rec.call_id,
+                run_id,
+                rec.step_id,
+                rec.seq,
+                rec.tool,
+                json.dumps(rec.arguments, sort_keys=True),
+                rec.artifact_file,
+                rec.artifact_path,
+                rec.bytes,
+                rec.sha256,
+                rec.raw_tokens,
+                rec.latency_ms,
+                rec.status,
+                rec.error,
+                rec.source,
             ],
         )
 
@@ -230,8 +240,16 @@ class LineageStore:
                 "prompt_version, cache_key, is_useful, injected_tokens, summary_title) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    [partition_key, s.call_id, s.compressor_model, s.prompt_version, s.cache_key,
-                     s.result.is_useful, s.injected_tokens, s.result.summary_title]
+                    [
+                        partition_key,
+                        s.call_id,
+                        s.compressor_model,
+                        s.prompt_version,
+                        s.cache_key,
+                        s.result.is_useful,
+                        s.injected_tokens,
+                        s.result.summary_title,
+                    ]
                     for s in summaries
                 ],
             )
@@ -271,8 +289,19 @@ class LineageStore:
         self._exec(
             "INSERT INTO llm_calls (partition_key, run_id, role, model, attempt, status, error, "
             "prompt_tokens, completion_tokens, latency_ms, artifact) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [partition_key, run_id, role, model, attempt, status, error, prompt_tokens,
-             completion_tokens, latency_ms, artifact],
+            [
+                partition_key,
+                run_id,
+                role,
+                model,
+                attempt,
+                status,
+                error,
+                prompt_tokens,
+                completion_tokens,
+                latency_ms,
+                artifact,
+            ],
         )
 
     # -- compression cache -----------------------------------------------------------------
@@ -292,11 +321,14 @@ class LineageStore:
     # -- figures -------------------------------------------------------------------------
     def reduction(self, partition_key: str) -> dict[str, Any]:
         rows = self.query("SELECT * FROM context_reduction_by_research WHERE partition_key = ?", [partition_key])
-        llm = self.query(
-            "SELECT count(*) AS llm_calls FROM llm_calls WHERE partition_key = ?", [partition_key]
-        )[0]["llm_calls"]
-        base = rows[0] if rows else {"tool_calls": 0, "useful": 0, "raw_tokens": 0, "injected_tokens": 0,
-                                     "reduction_pct": None}
+        llm = self.query("SELECT count(*) AS llm_calls FROM llm_calls WHERE partition_key = ?", [partition_key])[0][
+            "llm_calls"
+        ]
+        base = (
+            rows[0]
+            if rows
+            else {"tool_calls": 0, "useful": 0, "raw_tokens": 0, "injected_tokens": 0, "reduction_pct": None}
+        )
         return {
             "tool_calls": int(base["tool_calls"]),
             "useful": int(base["useful"] or 0),

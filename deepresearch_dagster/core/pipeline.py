@@ -71,8 +71,13 @@ def open_context(
     question, options = request
     settings = settings.with_options(options)
     return ResearchContext(
-        partition_key=partition_key, question=question, run_id=run_id or uuid.uuid4().hex,
-        settings=settings, engine=settings.make_engine(), lineage=lineage, log=log,
+        partition_key=partition_key,
+        question=question,
+        run_id=run_id or uuid.uuid4().hex,
+        settings=settings,
+        engine=settings.make_engine(),
+        lineage=lineage,
+        log=log,
     )
 
 

@@ -39,8 +39,13 @@ def number_sources(bundle: SummaryBundle) -> list[dict[str, Any]]:
         n = numbers.setdefault(key, len(numbers) + 1)
         entries.append(
             {
-                "n": n, "source": s.source, "source_title": s.source_title, "artifact_file": s.artifact_file,
-                "step_id": s.step_id, "summary_title": s.result.summary_title, "summary": s.result.summary,
+                "n": n,
+                "source": s.source,
+                "source_title": s.source_title,
+                "artifact_file": s.artifact_file,
+                "step_id": s.step_id,
+                "summary_title": s.result.summary_title,
+                "summary": s.result.summary,
                 "extraction": s.result.extraction,
             }
         )
@@ -93,7 +98,11 @@ def artifact_lookups(
         except ToolError as exc:
             content = {"error": str(exc)}
         added.append(
-            {"role": "tool", "tool_call_id": call_id, "content": json.dumps(content, ensure_ascii=False)[:MAX_LOOKUP_CHARS]}
+            {
+                "role": "tool",
+                "tool_call_id": call_id,
+                "content": json.dumps(content, ensure_ascii=False)[:MAX_LOOKUP_CHARS],
+            }
         )
     ctx.log(f"reporter looked up {len(calls)} artifact(s)")
     return added
@@ -130,8 +139,10 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
     cited = sorted({int(n) for n in _CITE.findall(body)})
     citations = [
         Citation(
-            n=n, source=by_number[n]["source"] or by_number[n]["artifact_file"],
-            source_title=by_number[n]["source_title"], artifact_file=by_number[n]["artifact_file"],
+            n=n,
+            source=by_number[n]["source"] or by_number[n]["artifact_file"],
+            source_title=by_number[n]["source_title"],
+            artifact_file=by_number[n]["artifact_file"],
             summary_title=by_number[n]["summary_title"],
         )
         for n in cited
@@ -147,6 +158,10 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
         references.append(f"Unresolved citation numbers (no such source): {', '.join(map(str, unresolved))}")
     markdown = body.rstrip() + "\n" + "\n".join(references) + "\n"
     return Report(
-        partition_key=ctx.partition_key, question=ctx.question, plan_title=plan.plan_title,
-        markdown=markdown, citations=citations, reporter_model=model,
+        partition_key=ctx.partition_key,
+        question=ctx.question,
+        plan_title=plan.plan_title,
+        markdown=markdown,
+        citations=citations,
+        reporter_model=model,
     )

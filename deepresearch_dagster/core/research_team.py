@@ -36,8 +36,13 @@ def conversation_file(step_id: str) -> str:
 
 
 def run_tool(
-    ctx: ResearchContext, plan: ResearchPlan, step: PlanStep, toolbox: Toolbox,
-    request: ToolCallRequest, seq: int, ordinal: int,
+    ctx: ResearchContext,
+    plan: ResearchPlan,
+    step: PlanStep,
+    toolbox: Toolbox,
+    request: ToolCallRequest,
+    seq: int,
+    ordinal: int,
 ) -> tuple[ToolCallRecord, str, str]:
     started = time.perf_counter()
     try:
@@ -88,8 +93,11 @@ def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
             {
                 "role": "user",
                 "content": render(
-                    "researcher_step", plan_title=plan.plan_title, step_id=step.step_id,
-                    step_title=step.title, step_description=step.description,
+                    "researcher_step",
+                    plan_title=plan.plan_title,
+                    step_id=step.step_id,
+                    step_title=step.title,
+                    step_description=step.description,
                     already_read=", ".join(already_read) or "none",
                     max_calls=settings.max_tool_calls_per_step,
                 ),
@@ -100,16 +108,28 @@ def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
         ordinals: Counter[str] = Counter()
         while len(step_calls) < settings.max_tool_calls_per_step:
             payload = {
-                "step": step.model_dump(), "memory": memory, "calls": step_calls,
-                "already_read": already_read, "max_calls": settings.max_tool_calls_per_step,
+                "step": step.model_dump(),
+                "memory": memory,
+                "calls": step_calls,
+                "already_read": already_read,
+                "max_calls": settings.max_tool_calls_per_step,
                 "docs_per_step": settings.docs_per_step,
             }
             try:
                 completion = ctx.engine.complete("researcher", messages, payload, tools=toolbox.definitions())
             except EngineError as exc:
                 ctx.lineage.record_llm_call(
-                    ctx.partition_key, ctx.run_id, "researcher", ctx.engine.model_for("researcher"), 1,
-                    "error", 0, 0, 0.0, None, str(exc),
+                    ctx.partition_key,
+                    ctx.run_id,
+                    "researcher",
+                    ctx.engine.model_for("researcher"),
+                    1,
+                    "error",
+                    0,
+                    0,
+                    0.0,
+                    None,
+                    str(exc),
                 )
                 raise
             record_completion(ctx, "researcher", completion, 1, "ok", conversation_file(step.step_id))
@@ -121,8 +141,11 @@ def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
                 with ctx.lineage.session():
                     record, raw_text, kind = run_tool(ctx, plan, step, toolbox, request, seq, ordinals[request.name])
                     summary = compress(
-                        ctx, StepContext(plan.plan_title, step.title, step.description, request.name),
-                        record, raw_text, kind,
+                        ctx,
+                        StepContext(plan.plan_title, step.title, step.description, request.name),
+                        record,
+                        raw_text,
+                        kind,
                     )
                     ctx.lineage.record_tool_summary(ctx.partition_key, summary)
                 step_calls.append({"tool": request.name, "arguments": request.arguments})

@@ -45,12 +45,26 @@ def _error_text(exc: Exception) -> str:
 
 
 def record_completion(
-    ctx: ResearchContext, role: str, completion: Completion, attempt: int, status: str,
-    artifact: str | None, error: str | None = None,
+    ctx: ResearchContext,
+    role: str,
+    completion: Completion,
+    attempt: int,
+    status: str,
+    artifact: str | None,
+    error: str | None = None,
 ) -> None:
     ctx.lineage.record_llm_call(
-        ctx.partition_key, ctx.run_id, role, completion.model, attempt, status,
-        completion.prompt_tokens, completion.completion_tokens, completion.latency_ms, artifact, error,
+        ctx.partition_key,
+        ctx.run_id,
+        role,
+        completion.model,
+        attempt,
+        status,
+        completion.prompt_tokens,
+        completion.completion_tokens,
+        completion.latency_ms,
+        artifact,
+        error,
     )
 
 
@@ -69,8 +83,17 @@ def call_structured(
             completion = ctx.engine.complete(role, messages, payload, json_schema=schema)
         except EngineError as exc:
             ctx.lineage.record_llm_call(
-                ctx.partition_key, ctx.run_id, role, ctx.engine.model_for(role), attempt, "error",
-                0, 0, 0.0, artifact, str(exc),
+                ctx.partition_key,
+                ctx.run_id,
+                role,
+                ctx.engine.model_for(role),
+                attempt,
+                "error",
+                0,
+                0,
+                0.0,
+                artifact,
+                str(exc),
             )
             raise
         try:

@@ -39,8 +39,22 @@ def content_terms(text: str) -> list[str]:
 
 
 def stem(word: str) -> str:
-    for suffix in ("ations", "ation", "ities", "ness", "ments", "ment", "ings", "ing", "ies",
-                   "ied", "es", "ed", "ly", "s"):
+    for suffix in (
+        "ations",
+        "ation",
+        "ities",
+        "ness",
+        "ments",
+        "ment",
+        "ings",
+        "ing",
+        "ies",
+        "ied",
+        "es",
+        "ed",
+        "ly",
+        "s",
+    ):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             return word[: -len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
     return word

@@ -12,20 +12,32 @@ RAW = (
     "Commercial cells reached about 160 Wh/kg in 2023. CATL announced a cell in 2021. "
     "They keep 90 percent capacity at minus 20 degrees.\n"
 )
-VALID = json.dumps({
-    "summary_title": "Sodium-ion cells and their energy density figures",
-    "summary": "Sodium-ion cells use hard carbon anodes. Sodium is abundant. Cells reached 160 Wh/kg.",
-    "extraction": ["CATL announced a cell in 2021."],
-    "is_useful": True,
-})
+VALID = json.dumps(
+    {
+        "summary_title": "Sodium-ion cells and their energy density figures",
+        "summary": "Sodium-ion cells use hard carbon anodes. Sodium is abundant. Cells reached 160 Wh/kg.",
+        "extraction": ["CATL announced a cell in 2021."],
+        "is_useful": True,
+    }
+)
 
 
 def _record(ctx, raw=RAW):
     stored = ctx.store.write_raw(STEP.plan_title, "raw.txt", raw)
     return ToolCallRecord(
-        call_id="1.1", step_id="1", step_title=STEP.step_title, step_description=STEP.step_description, seq=1,
-        tool="read_document", arguments={}, artifact_file="raw.txt", artifact_path=stored.relpath,
-        bytes=stored.bytes, sha256=stored.sha256, raw_tokens=estimate_tokens(raw), latency_ms=0.0,
+        call_id="1.1",
+        step_id="1",
+        step_title=STEP.step_title,
+        step_description=STEP.step_description,
+        seq=1,
+        tool="read_document",
+        arguments={},
+        artifact_file="raw.txt",
+        artifact_path=stored.relpath,
+        bytes=stored.bytes,
+        sha256=stored.sha256,
+        raw_tokens=estimate_tokens(raw),
+        latency_ms=0.0,
     )
 
 

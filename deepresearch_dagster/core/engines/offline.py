@@ -145,9 +145,7 @@ class OfflineEngine:
             )
         plan = {
             "plan_title": plan_title,
-            "steps": [
-                {"step_id": i, "title": t, "description": d} for i, (t, d) in enumerate(steps[:max_steps], 1)
-            ],
+            "steps": [{"step_id": i, "title": t, "description": d} for i, (t, d) in enumerate(steps[:max_steps], 1)],
         }
         return json.dumps(plan), []
 
@@ -382,7 +380,6 @@ def extractive_report(payload: dict[str, Any]) -> str:
     not_useful = int(payload.get("not_useful_count", 0))
     if not_useful:
         lines.append(
-            f"- {not_useful} tool call(s) were judged not useful; their raw outputs stay in the "
-            "artifact folder."
+            f"- {not_useful} tool call(s) were judged not useful; their raw outputs stay in the artifact folder."
         )
     return "\n".join(lines).rstrip() + "\n"

@@ -6,8 +6,27 @@ import re
 from html.parser import HTMLParser
 
 _SKIP = {"script", "style", "nav", "footer", "header", "aside", "noscript", "form", "template"}
-_BLOCK = {"p", "div", "section", "article", "main", "li", "ul", "ol", "br", "tr", "table",
-          "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre"}
+_BLOCK = {
+    "p",
+    "div",
+    "section",
+    "article",
+    "main",
+    "li",
+    "ul",
+    "ol",
+    "br",
+    "tr",
+    "table",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "blockquote",
+    "pre",
+}
 
 
 class _TextParser(HTMLParser):

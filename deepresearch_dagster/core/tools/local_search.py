@@ -48,7 +48,9 @@ class LocalCorpus:
         self._index = bm25s.BM25()
         corpus_tokens = bm25s.tokenize(
             [f"{d.title}\n{d.text}" for d in self.documents],
-            stopwords="en", stemmer=self._stemmer, show_progress=False,
+            stopwords="en",
+            stemmer=self._stemmer,
+            show_progress=False,
         )
         self._index.index(corpus_tokens, show_progress=False)
 
@@ -97,8 +99,7 @@ def corpus_tools(corpus: LocalCorpus) -> list[Tool]:
     def search(args: LocalSearchArgs) -> ToolResult:
         hits = corpus.search(args.query, args.k)
         results = [
-            {"path": d.path, "title": d.title, "score": score, "snippet": snippet(d, args.query)}
-            for d, score in hits
+            {"path": d.path, "title": d.title, "score": score, "snippet": snippet(d, args.query)} for d, score in hits
         ]
         return ToolResult(content={"query": args.query, "results": results}, kind="json")
 
