@@ -1,0 +1,1 @@
+"""Web access: search providers, safe URL fetching and main-content extraction."""
