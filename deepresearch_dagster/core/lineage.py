@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS llm_calls (
     id BIGINT PRIMARY KEY DEFAULT nextval('llm_call_ids'), partition_key VARCHAR, run_id VARCHAR,
     role VARCHAR, model VARCHAR, attempt INTEGER, status VARCHAR, error VARCHAR,
     prompt_tokens INTEGER, completion_tokens INTEGER, latency_ms DOUBLE, artifact VARCHAR,
-    created_at TIMESTAMP DEFAULT current_timestamp);
+    created_at TIMESTAMP DEFAULT current_timestamp, wait_s DOUBLE DEFAULT 0);
 CREATE TABLE IF NOT EXISTS context_messages (
     partition_key VARCHAR, step_id VARCHAR, position INTEGER, role VARCHAR, content VARCHAR,
     tokens INTEGER, PRIMARY KEY (partition_key, step_id, position));
@@ -285,10 +285,11 @@ class LineageStore:
         latency_ms: float,
         artifact: str | None,
         error: str | None = None,
+        wait_s: float = 0.0,
     ) -> None:
         self._exec(
-            "INSERT INTO llm_calls (partition_key, run_id, role, model, attempt, status, error, "
-            "prompt_tokens, completion_tokens, latency_ms, artifact) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO llm_calls (partition_key, run_id, role, model, attempt, status, error, prompt_tokens, "
+            "completion_tokens, latency_ms, artifact, wait_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 partition_key,
                 run_id,
@@ -301,6 +302,7 @@ class LineageStore:
                 completion_tokens,
                 latency_ms,
                 artifact,
+                wait_s,
             ],
         )
 

@@ -15,7 +15,7 @@ from .engines.offline import MODEL as FALLBACK_MODEL
 from .engines.offline import extractive_report
 from .models import Citation, Report, ResearchPlan, SummaryBundle
 from .prompts import render
-from .structured import StructuredOutputError, call_structured, record_completion
+from .structured import StructuredOutputError, call_structured, complete_recorded, record_completion
 from .tools import Toolbox, ToolError
 from .tools.artifact_tools import artifact_tools
 
@@ -73,7 +73,9 @@ def artifact_lookups(
     toolbox = Toolbox(artifact_tools(ArtifactReader(ctx.store.raw_dir(plan.plan_title))))
     ask = [*messages, {"role": "user", "content": render("reporter_lookup", max_lookups=cap)}]
     try:
-        completion = ctx.engine.complete("reporter", ask, {**payload, "phase": "lookup"}, tools=toolbox.definitions())
+        completion = complete_recorded(
+            ctx, "reporter", ask, {**payload, "phase": "lookup"}, tools=toolbox.definitions(), artifact="lookups"
+        )
     except EngineError as exc:
         ctx.log(f"reporter lookups skipped: {exc}")
         return []

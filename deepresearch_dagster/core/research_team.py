@@ -14,11 +14,11 @@ from typing import Any
 from .artifact_store import ArtifactReader
 from .compressor import StepContext, compress
 from .context import ResearchContext
-from .engines.base import EngineError, ToolCallRequest
+from .engines.base import ToolCallRequest
 from .models import PlanStep, ResearchPlan, SummaryRecord, ToolCallRecord, ToolOutputs
 from .naming import artifact_filename, plan_folder, slugify
 from .prompts import render
-from .structured import record_completion
+from .structured import complete_recorded, record_completion
 from .text import estimate_tokens
 from .tools import Toolbox, ToolError, ToolResult
 from .tools.artifact_tools import artifact_tools
@@ -115,23 +115,14 @@ def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
                 "max_calls": settings.max_tool_calls_per_step,
                 "docs_per_step": settings.docs_per_step,
             }
-            try:
-                completion = ctx.engine.complete("researcher", messages, payload, tools=toolbox.definitions())
-            except EngineError as exc:
-                ctx.lineage.record_llm_call(
-                    ctx.partition_key,
-                    ctx.run_id,
-                    "researcher",
-                    ctx.engine.model_for("researcher"),
-                    1,
-                    "error",
-                    0,
-                    0,
-                    0.0,
-                    None,
-                    str(exc),
-                )
-                raise
+            completion = complete_recorded(
+                ctx,
+                "researcher",
+                messages,
+                payload,
+                tools=toolbox.definitions(),
+                artifact=conversation_file(step.step_id),
+            )
             record_completion(ctx, "researcher", completion, 1, "ok", conversation_file(step.step_id))
             if not completion.tool_calls:
                 break

@@ -18,8 +18,25 @@ DEFAULT_MODELS = {
     "reporter": "gpt-4o",
 }
 
+# Output budgets per role: compressions are short by contract, reports are long.
+DEFAULT_MAX_TOKENS = {"planner": 1500, "researcher": 800, "compressor": 900, "reporter": 4000}
+
 # Options a single research request may override (stored with the request in DuckDB).
 REQUEST_OPTIONS = ("engine", "corpus_dir", "max_steps", "max_tool_calls_per_step", "docs_per_step")
+
+
+# Scalar settings read from the environment when set (pydantic converts the strings).
+ENV_FIELDS = {
+    "temperature": "DEEPRESEARCH_TEMPERATURE",
+    "llm_timeout_s": "DEEPRESEARCH_LLM_TIMEOUT",
+    "llm_max_attempts": "DEEPRESEARCH_LLM_MAX_ATTEMPTS",
+    "llm_backoff_base_s": "DEEPRESEARCH_LLM_BACKOFF_BASE",
+    "llm_backoff_max_s": "DEEPRESEARCH_LLM_BACKOFF_MAX",
+    "response_format": "DEEPRESEARCH_RESPONSE_FORMAT",
+    "max_steps": "DEEPRESEARCH_MAX_STEPS",
+    "max_tool_calls_per_step": "DEEPRESEARCH_MAX_TOOL_CALLS_PER_STEP",
+    "docs_per_step": "DEEPRESEARCH_DOCS_PER_STEP",
+}
 
 
 class ResearchSettings(BaseModel):
@@ -33,7 +50,13 @@ class ResearchSettings(BaseModel):
     report_lookups: int = Field(default=3, ge=0, le=10)
     openai_base_url: str | None = None
     models: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_MODELS))
+    max_tokens: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_MAX_TOKENS))
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     llm_timeout_s: float = 120.0
+    llm_max_attempts: int = Field(default=4, ge=1, le=10)
+    llm_backoff_base_s: float = Field(default=1.0, ge=0.0)
+    llm_backoff_max_s: float = Field(default=30.0, ge=0.0)
+    response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ResearchSettings:
@@ -45,7 +68,13 @@ class ResearchSettings(BaseModel):
             "corpus_dir": env.get("DEEPRESEARCH_CORPUS", ""),
             "openai_base_url": env.get("OPENAI_BASE_URL") or None,
             "models": {r: env.get(f"DEEPRESEARCH_MODEL_{r.upper()}", DEFAULT_MODELS[r]) for r in ROLES},
+            "max_tokens": {
+                r: int(env.get(f"DEEPRESEARCH_MAX_TOKENS_{r.upper()}", DEFAULT_MAX_TOKENS[r])) for r in ROLES
+            },
         }
+        for field_name, var in ENV_FIELDS.items():
+            if env.get(var):
+                values[field_name] = env[var]
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -76,7 +105,7 @@ class ResearchSettings(BaseModel):
             from .engines.offline import OfflineEngine
 
             return OfflineEngine()
-        from .engines.openai_engine import OpenAIEngine
+        from .engines.openai_engine import OpenAIEngine, RetryPolicy
 
         # The key is read here and handed to the client only: never stored or logged.
         return OpenAIEngine(
@@ -84,4 +113,8 @@ class ResearchSettings(BaseModel):
             base_url=self.openai_base_url,
             api_key=os.environ.get("OPENAI_API_KEY"),
             timeout=self.llm_timeout_s,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            retry=RetryPolicy(self.llm_max_attempts, self.llm_backoff_base_s, self.llm_backoff_max_s),
+            response_format=self.response_format,
         )

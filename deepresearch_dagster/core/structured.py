@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from .context import ResearchContext
-from .engines.base import Completion, EngineError
+from .engines.base import Attempt, Completion, EngineError
 from .prompts import render
 
 T = TypeVar("T", bound=BaseModel)
@@ -68,6 +68,48 @@ def record_completion(
     )
 
 
+def _record_attempts(
+    ctx: ResearchContext, role: str, attempts: list[Attempt], round_: int, artifact: str | None
+) -> None:
+    for a in attempts:
+        ctx.lineage.record_llm_call(
+            ctx.partition_key,
+            ctx.run_id,
+            role,
+            ctx.engine.model_for(role),
+            round_,
+            a.status,
+            0,
+            0,
+            a.latency_ms,
+            artifact,
+            a.error,
+            a.wait_s,
+        )
+
+
+def complete_recorded(
+    ctx: ResearchContext,
+    role: str,
+    messages: list[dict[str, Any]],
+    payload: dict[str, Any],
+    *,
+    json_schema: dict[str, Any] | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    artifact: str | None = None,
+    round_: int = 1,
+) -> Completion:
+    """One engine call with every failed try (retries, shrinks, the final error) in DuckDB.
+    The caller records the successful completion with its verdict (ok / invalid)."""
+    try:
+        completion = ctx.engine.complete(role, messages, payload, json_schema=json_schema, tools=tools)
+    except EngineError as exc:
+        _record_attempts(ctx, role, exc.attempts or [Attempt("error", str(exc))], round_, artifact)
+        raise
+    _record_attempts(ctx, role, completion.attempts, round_, artifact)
+    return completion
+
+
 def call_structured(
     ctx: ResearchContext,
     role: str,
@@ -78,29 +120,15 @@ def call_structured(
 ) -> T:
     schema = model_cls.model_json_schema()
     last_error = ""
-    for attempt in (1, 2):
-        try:
-            completion = ctx.engine.complete(role, messages, payload, json_schema=schema)
-        except EngineError as exc:
-            ctx.lineage.record_llm_call(
-                ctx.partition_key,
-                ctx.run_id,
-                role,
-                ctx.engine.model_for(role),
-                attempt,
-                "error",
-                0,
-                0,
-                0.0,
-                artifact,
-                str(exc),
-            )
-            raise
+    for round_ in (1, 2):
+        completion = complete_recorded(
+            ctx, role, messages, payload, json_schema=schema, artifact=artifact, round_=round_
+        )
         try:
             result = model_cls.model_validate(parse_json_object(completion.text))
         except (json.JSONDecodeError, ValidationError) as exc:
             last_error = _error_text(exc)
-            record_completion(ctx, role, completion, attempt, "invalid", artifact, last_error)
+            record_completion(ctx, role, completion, round_, "invalid", artifact, last_error)
             messages = [
                 *messages,
                 {"role": "assistant", "content": completion.text},
@@ -108,6 +136,6 @@ def call_structured(
             ]
             payload = {**payload, "repair_error": last_error}
             continue
-        record_completion(ctx, role, completion, attempt, "ok", artifact)
+        record_completion(ctx, role, completion, round_, "ok", artifact)
         return result
     raise StructuredOutputError(role, last_error)

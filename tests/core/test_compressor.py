@@ -110,8 +110,17 @@ def test_offline_compression_is_valid_and_marks_noise_not_useful(make_context):
 
 def test_unreachable_model_falls_back_and_is_recorded(make_context, monkeypatch):
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # discard port: refused at once
-    ctx = make_context(engine="openai", llm_timeout_s=2.0)
+    ctx = make_context(engine="openai", llm_timeout_s=2.0, llm_max_attempts=2, llm_backoff_base_s=0.01)
     summary = compress(ctx, STEP, _record(ctx), RAW, "text")
     assert summary.fallback
     statuses = [r["status"] for r in _llm_rows(ctx)]
-    assert statuses == ["error", "fallback"]
+    assert statuses == ["retry", "error", "fallback"]  # one retry on a connection error, then give up
+
+
+def test_every_attempt_is_a_duckdb_row(fake_openai, make_context):
+    ctx = make_context(engine="openai", llm_backoff_base_s=0.01)
+    fake_openai.script("compressor", {"status": 429, "headers": {"Retry-After": "0.1"}}, {"status": 502}, VALID)
+    compress(ctx, STEP, _record(ctx), RAW, "text")
+    rows = ctx.lineage.query("SELECT status, wait_s FROM llm_calls ORDER BY id")
+    assert [r["status"] for r in rows] == ["retry", "retry", "ok"]
+    assert rows[0]["wait_s"] == 0.1

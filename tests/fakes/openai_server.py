@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections import defaultdict, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -104,7 +105,9 @@ class FakeOpenAIServer:
 
     def script(self, role: str, *answers: Any) -> None:
         """Queue answers for a role: a string is returned as message content verbatim, a dict
-        as ``{"content": ...}`` or ``{"tool_calls": [(name, arguments), ...]}``."""
+        as ``{"content": ...}`` or ``{"tool_calls": [(name, arguments), ...]}``. HTTP faults:
+        ``{"status": 429, "headers": {...}, "error": {...}}``, ``{"sleep": seconds}`` (then the
+        default answer), ``{"raw_body": "not json"}``."""
         self.scripts[role].extend(answers)
 
     def requests_for(self, role: str) -> list[dict[str, Any]]:
@@ -118,11 +121,22 @@ class FakeOpenAIServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _respond(self, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
         role = role_of(body)
         with self.lock:
             self.requests.append(body)
             scripted = self.scripts[role].popleft() if self.scripts[role] else None
+        if isinstance(scripted, dict) and "status" in scripted:
+            error = scripted.get("error", {"message": f"scripted {scripted['status']}", "type": "server_error"})
+            return scripted["status"], scripted.get("headers", {}), json.dumps({"error": error}).encode()
+        if isinstance(scripted, dict) and "raw_body" in scripted:
+            return 200, {}, scripted["raw_body"].encode()
+        if isinstance(scripted, dict) and "sleep" in scripted:
+            time.sleep(scripted["sleep"])
+            scripted = None
+        return 200, {}, json.dumps(self._answer(role, body, scripted)).encode()
+
+    def _answer(self, role: str, body: dict[str, Any], scripted: Any) -> dict[str, Any]:
         if isinstance(scripted, str):
             answer = {"content": scripted}
         elif isinstance(scripted, dict):
@@ -160,12 +174,16 @@ class FakeOpenAIServer:
                     self.send_error(404)
                     return
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                payload = json.dumps(server._answer(body)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                status, headers, payload = server._respond(body)
+                try:
+                    self.send_response(status)
+                    for name, value in {"Content-Type": "application/json", **headers}.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test)
 
             def log_message(self, *args: object) -> None:
                 pass

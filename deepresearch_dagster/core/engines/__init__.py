@@ -1,5 +1,5 @@
 """LLM engines: the offline deterministic engine and the OpenAI-compatible client."""
 
-from .base import Completion, Engine, EngineError, ToolCallRequest
+from .base import Attempt, Completion, Engine, EngineError, ToolCallRequest
 
-__all__ = ["Completion", "Engine", "EngineError", "ToolCallRequest"]
+__all__ = ["Attempt", "Completion", "Engine", "EngineError", "ToolCallRequest"]

@@ -8,8 +8,22 @@ from typing import Any, Protocol
 ROLES = ("planner", "researcher", "compressor", "reporter")
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """A failed try before (or instead of) a completion; each becomes a DuckDB row."""
+
+    status: str  # retry | shrink | format_fallback | error
+    error: str
+    latency_ms: float = 0.0
+    wait_s: float = 0.0
+
+
 class EngineError(Exception):
     """The model could not be reached or refused; recorded, then surfaced without a traceback."""
+
+    def __init__(self, message: str, attempts: list[Attempt] | None = None) -> None:
+        super().__init__(message)
+        self.attempts = attempts or []
 
 
 @dataclass(frozen=True)
@@ -26,6 +40,7 @@ class Completion:
     completion_tokens: int
     latency_ms: float
     tool_calls: list[ToolCallRequest] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
 
 
 class Engine(Protocol):
