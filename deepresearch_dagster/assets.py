@@ -56,7 +56,7 @@ def _failure(stage: str, exc: Exception) -> Failure:
     return Failure(
         description=f"{stage} failed: {exc}",
         metadata={"error": str(exc)},
-        allow_retries=isinstance(exc, EngineError),
+        allow_retries=isinstance(exc, EngineError) and exc.retryable,
     )
 
 

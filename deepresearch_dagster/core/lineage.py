@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS tool_calls (
     tool VARCHAR, arguments JSON, artifact_file VARCHAR, artifact_path VARCHAR, bytes BIGINT,
     sha256 VARCHAR, raw_tokens INTEGER, latency_ms DOUBLE, status VARCHAR, error VARCHAR,
     source VARCHAR, is_useful BOOLEAN, injected_tokens INTEGER, compression_key VARCHAR,
-    created_at TIMESTAMP DEFAULT current_timestamp, PRIMARY KEY (partition_key, call_id));
+    created_at TIMESTAMP DEFAULT current_timestamp, cached BOOLEAN DEFAULT false,
+    PRIMARY KEY (partition_key, call_id));
 CREATE SEQUENCE IF NOT EXISTS llm_call_ids;
 CREATE TABLE IF NOT EXISTS llm_calls (
     id BIGINT PRIMARY KEY DEFAULT nextval('llm_call_ids'), partition_key VARCHAR, run_id VARCHAR,
@@ -51,6 +52,9 @@ CREATE TABLE IF NOT EXISTS compressions (
     cache_key VARCHAR PRIMARY KEY, raw_sha256 VARCHAR, compressor_model VARCHAR,
     prompt_version VARCHAR, result JSON, fallback BOOLEAN,
     created_at TIMESTAMP DEFAULT current_timestamp);
+CREATE TABLE IF NOT EXISTS tool_cache (
+    cache_key VARCHAR PRIMARY KEY, tool VARCHAR, arguments JSON, artifact_path VARCHAR, sha256 VARCHAR,
+    kind VARCHAR, source VARCHAR, source_title VARCHAR, created_at TIMESTAMP DEFAULT current_timestamp);
 CREATE TABLE IF NOT EXISTS summaries (
     partition_key VARCHAR, call_id VARCHAR, compressor_model VARCHAR, prompt_version VARCHAR,
     cache_key VARCHAR, is_useful BOOLEAN, injected_tokens INTEGER, summary_title VARCHAR,
@@ -205,7 +209,7 @@ class LineageStore:
         self._exec(
             "INSERT OR REPLACE INTO tool_calls (partition_key, call_id, run_id, step_id, seq, tool, "
             "arguments, artifact_file, artifact_path, bytes, sha256, raw_tokens, latency_ms, status, "
-            "error, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "error, source, cached) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 partition_key,
                 rec.call_id,
@@ -223,7 +227,15 @@ class LineageStore:
                 rec.status,
                 rec.error,
                 rec.source,
+                rec.cached,
             ],
+        )
+
+    def put_tool_cache(self, key: str, rec: ToolCallRecord, kind: str, arguments: dict[str, Any]) -> None:
+        self._exec(
+            "INSERT OR REPLACE INTO tool_cache (cache_key, tool, arguments, artifact_path, sha256, kind, source, "
+            "source_title) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [key, rec.tool, json.dumps(arguments), rec.artifact_path, rec.sha256, kind, rec.source, rec.source_title],
         )
 
     def record_tool_summary(self, partition_key: str, summary: SummaryRecord) -> None:

@@ -129,6 +129,8 @@ class ToolCallRecord(BaseModel):
     source_title: str | None = None
     status: Literal["ok", "error"] = "ok"
     error: str | None = None
+    # Served from the tool-call cache (DuckDB only, like latency: the manifest stays stable).
+    cached: bool = Field(default=False, exclude=True)
 
 
 class SummaryRecord(BaseModel):

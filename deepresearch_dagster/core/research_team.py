@@ -20,15 +20,33 @@ from .naming import artifact_filename, plan_folder, slugify
 from .prompts import render
 from .structured import complete_recorded, record_completion
 from .text import estimate_tokens
+from .tool_cache import ToolCache
 from .tools import Toolbox, ToolError, ToolResult
 from .tools.artifact_tools import artifact_tools
 from .tools.local_search import corpus_tools, open_corpus
+from .tools.web_tools import fetch_tool, search_tool
+from .web.fetch import FetchPolicy
+from .web.search import FallbackSearch, providers_from_env
+
+# Tools that read one source, with the argument naming it (for "already read" bookkeeping).
+READ_TOOLS = {"read_document": "path", "fetch_url": "url"}
 
 
 def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
-    corpus = open_corpus(str(ctx.settings.corpus_path))
-    reader = ArtifactReader(ctx.store.raw_dir(plan_title))
-    return Toolbox(corpus_tools(corpus) + artifact_tools(reader))
+    """Corpus and artifact tools always; web tools when a search provider is configured."""
+    settings = ctx.settings
+    tools = corpus_tools(open_corpus(str(settings.corpus_path)))
+    providers = providers_from_env()
+    if providers:
+        tools.append(search_tool(FallbackSearch(providers)))
+    if providers or settings.enable_fetch:
+        policy = FetchPolicy(
+            allow_loopback=settings.fetch_allow_loopback,
+            allow_private=settings.fetch_allow_private,
+            respect_robots=settings.fetch_respect_robots,
+        )
+        tools.append(fetch_tool(policy))
+    return Toolbox(tools + artifact_tools(ArtifactReader(ctx.store.raw_dir(plan_title))))
 
 
 def conversation_file(step_id: str) -> str:
@@ -45,12 +63,18 @@ def run_tool(
     ordinal: int,
 ) -> tuple[ToolCallRecord, str, str]:
     started = time.perf_counter()
-    try:
-        result = toolbox.call(request.name, request.arguments)
-        status, error = "ok", None
-    except ToolError as exc:
-        result = ToolResult(content={"error": str(exc), "tool": request.name}, kind="json")
-        status, error = "error", str(exc)
+    tool = toolbox.tools.get(request.name)
+    cache = ToolCache(ctx.lineage, ctx.settings.artifacts_path, ctx.settings.tool_cache_ttl_s)
+    cached = cache.get(request.name, request.arguments) if tool and tool.cacheable else None
+    status, error = "ok", None
+    if cached is not None:
+        result = cached
+    else:
+        try:
+            result = toolbox.call(request.name, request.arguments)
+        except ToolError as exc:
+            result = ToolResult(content={"error": str(exc), "tool": request.name}, kind="json")
+            status, error = "error", str(exc)
     latency_ms = round((time.perf_counter() - started) * 1000, 3)
     filename = artifact_filename(plan.plan_title, step.step_id, step.title, request.name, result.ext, ordinal)
     stored = ctx.store.write_raw(plan.plan_title, filename, result.content)
@@ -72,8 +96,11 @@ def run_tool(
         source_title=result.source_title,
         status=status,
         error=error,
+        cached=cached is not None,
     )
     ctx.lineage.record_tool_call(ctx.partition_key, ctx.run_id, record)
+    if tool and tool.cacheable and status == "ok" and cached is None:
+        cache.put(record, result)
     return record, stored.text, result.kind
 
 
@@ -114,6 +141,7 @@ def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
                 "already_read": already_read,
                 "max_calls": settings.max_tool_calls_per_step,
                 "docs_per_step": settings.docs_per_step,
+                "tools": sorted(toolbox.tools),
             }
             completion = complete_recorded(
                 ctx,
@@ -148,8 +176,8 @@ def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
                     messages.append(injected.to_message())
                     memory.append(injected.model_dump())
                     verdict = f"useful, {summary.injected_tokens} tokens injected"
-                if request.name == "read_document" and record.source:
-                    already_read.append(record.source)
+                if request.name in READ_TOOLS and record.status == "ok":
+                    already_read.append(str(request.arguments.get(READ_TOOLS[request.name])))
                 ctx.log(f"  {request.name} → {record.artifact_file} ({record.raw_tokens} raw tokens, {verdict})")
         conversations[step.step_id] = messages
         ctx.store.write_json(conversation_file(step.step_id), messages)

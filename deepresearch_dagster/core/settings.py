@@ -36,6 +36,11 @@ ENV_FIELDS = {
     "max_steps": "DEEPRESEARCH_MAX_STEPS",
     "max_tool_calls_per_step": "DEEPRESEARCH_MAX_TOOL_CALLS_PER_STEP",
     "docs_per_step": "DEEPRESEARCH_DOCS_PER_STEP",
+    "tool_cache_ttl_s": "DEEPRESEARCH_TOOL_CACHE_TTL",
+    "fetch_allow_loopback": "DEEPRESEARCH_FETCH_ALLOW_LOOPBACK",
+    "fetch_allow_private": "DEEPRESEARCH_FETCH_ALLOW_PRIVATE",
+    "fetch_respect_robots": "DEEPRESEARCH_FETCH_RESPECT_ROBOTS",
+    "enable_fetch": "DEEPRESEARCH_ENABLE_FETCH",
 }
 
 
@@ -57,6 +62,11 @@ class ResearchSettings(BaseModel):
     llm_backoff_base_s: float = Field(default=1.0, ge=0.0)
     llm_backoff_max_s: float = Field(default=30.0, ge=0.0)
     response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
+    tool_cache_ttl_s: float = Field(default=86_400.0, ge=0.0)
+    fetch_allow_loopback: bool = False
+    fetch_allow_private: bool = False
+    fetch_respect_robots: bool = True
+    enable_fetch: bool = False
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ResearchSettings:

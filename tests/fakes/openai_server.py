@@ -54,11 +54,14 @@ def default_answer(role: str, body: dict[str, Any]) -> dict[str, Any]:
     if role == "researcher":
         summaries = [json.loads(m["content"]) for m in messages if m["role"] == "assistant"]
         step = re.search(r"Current step \d+: (.+)", messages[1]["content"]).group(1)
+        tools = {t["function"]["name"] for t in body.get("tools", [])}
+        search, read, arg = (
+            ("web_search", "fetch_url", "url") if "web_search" in tools else ("local_search", "read_document", "path")
+        )
         if not summaries:
-            return {"tool_calls": [("local_search", {"query": step, "k": 3})]}
+            return {"tool_calls": [(search, {"query": step})]}
         if len(summaries) == 1 and summaries[0]["extraction"]:
-            path = summaries[0]["extraction"][0].split(" ")[0]
-            return {"tool_calls": [("read_document", {"path": path})]}
+            return {"tool_calls": [(read, {arg: summaries[0]["extraction"][0].split(" ")[0]})]}
         return {"content": "Step complete."}
     if role == "compressor":
         raw = messages[-1]["content"]
@@ -67,7 +70,7 @@ def default_answer(role: str, body: dict[str, Any]) -> dict[str, Any]:
         except json.JSONDecodeError:
             data = None
         if isinstance(data, dict) and "results" in data:
-            extraction = [f"{r['path']} {r['title']}" for r in data["results"]]
+            extraction = [f"{r.get('path') or r.get('url')} {r['title']}" for r in data["results"]]
             summary = "The search returned documents. The first is the most relevant. All are listed below."
         else:
             sentences = [s for s in _SENTENCE.split(" ".join(raw.split())) if s.endswith(".")]

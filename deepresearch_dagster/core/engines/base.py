@@ -21,9 +21,11 @@ class Attempt:
 class EngineError(Exception):
     """The model could not be reached or refused; recorded, then surfaced without a traceback."""
 
-    def __init__(self, message: str, attempts: list[Attempt] | None = None) -> None:
+    def __init__(self, message: str, attempts: list[Attempt] | None = None, retryable: bool = False) -> None:
         super().__init__(message)
         self.attempts = attempts or []
+        # True when a later run may succeed (server down, rate limited); False for bad credentials.
+        self.retryable = retryable
 
 
 @dataclass(frozen=True)

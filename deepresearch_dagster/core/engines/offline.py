@@ -37,7 +37,8 @@ _CLAUSE_SPLIT = re.compile(
     r"\s*(?:[;?]\s*|,?\s+and\s+(?=(?:how|what|why|which|who|when|where|whether|does|do|is|are|can)\b))",
     re.IGNORECASE,
 )
-_PATH_IN_BULLET = re.compile(r"^(\S+\.(?:md|txt|html?)) — ")
+# Search listings become "<path or URL> — <title>" bullets; the researcher reads them back.
+_SOURCE_IN_BULLET = re.compile(r"^((?:https?://\S+)|(?:\S+\.(?:md|txt|html?))) — ")
 
 
 def _cap_words(text: str, n: int) -> str:
@@ -153,26 +154,30 @@ class OfflineEngine:
     def _research(self, payload: dict[str, Any]) -> tuple[str, list[ToolCallRequest]]:
         step = payload["step"]
         calls = payload.get("calls", [])
+        web = "web_search" in payload.get("tools", [])
+        search_tool, read_tool = ("web_search", "fetch_url") if web else ("local_search", "read_document")
         if len(calls) >= int(payload.get("max_calls", 4)):
             return "Tool-call cap for this step reached.", []
-        if not any(c["tool"] == "local_search" for c in calls):
-            query = " ".join(_topic_terms(f"{step['title']} {step['description']}")[:12])
-            return "", [ToolCallRequest("local_search", {"query": query or step["title"], "k": 5})]
-        read_now = [c["arguments"].get("path") for c in calls if c["tool"] == "read_document"]
+        if not any(c["tool"] == search_tool for c in calls):
+            query = " ".join(_topic_terms(f"{step['title']} {step['description']}")[:12]) or step["title"]
+            args = {"query": query, "max_results": 5} if web else {"query": query, "k": 5}
+            return "", [ToolCallRequest(search_tool, args)]
+        arg = "url" if web else "path"
+        read_now = [c["arguments"].get(arg) for c in calls if c["tool"] == read_tool]
         if len(read_now) >= int(payload.get("docs_per_step", 2)):
-            return "Enough documents read for this step.", []
+            return "Enough sources read for this step.", []
         listed = [
             m.group(1)
             for entry in payload.get("memory", [])
             for bullet in entry.get("extraction", [])
-            if (m := _PATH_IN_BULLET.match(bullet)) and m.group(1) not in read_now
+            if (m := _SOURCE_IN_BULLET.match(bullet)) and m.group(1) not in read_now
         ]
-        # Documents new to the research first; one read in an earlier step is still worth a
+        # Sources new to the research first; one read in an earlier step is still worth a
         # step-specific compression when nothing new is left.
         earlier = set(payload.get("already_read", []))
-        for path in [p for p in listed if p not in earlier] + [p for p in listed if p in earlier]:
-            return "", [ToolCallRequest("read_document", {"path": path})]
-        return "No further relevant documents for this step.", []
+        for source in [p for p in listed if p not in earlier] + [p for p in listed if p in earlier]:
+            return "", [ToolCallRequest(read_tool, {arg: source})]
+        return "No further relevant sources for this step.", []
 
     # -- compressor ----------------------------------------------------------------------
     def _compress(self, payload: dict[str, Any]) -> tuple[str, list[ToolCallRequest]]:

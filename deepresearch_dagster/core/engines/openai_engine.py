@@ -158,7 +158,7 @@ class OpenAIEngine:
                 if n >= self.retry.max_attempts:
                     attempts.append(Attempt("error", _describe(exc), _ms(started)))
                     raise EngineError(
-                        f"{role} model call failed after {n} attempts: {_describe(exc)}", attempts
+                        f"{role} model call failed after {n} attempts: {_describe(exc)}", attempts, retryable=True
                     ) from exc
                 attempts.append(Attempt("retry", _describe(exc), _ms(started), round(wait, 3)))
                 time.sleep(wait)

@@ -30,6 +30,8 @@ class Tool:
     description: str
     args_model: type[BaseModel]
     run: Callable[[Any], ToolResult]
+    # Network tools: identical calls within the TTL are served from the stored artifact.
+    cacheable: bool = False
 
     def function_definition(self) -> dict[str, Any]:
         schema = self.args_model.model_json_schema()
