@@ -240,6 +240,42 @@ def cmd_compress(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_extract(args: argparse.Namespace) -> int:
+    from .core.web.extract import extract_html
+    from .core.web.fetch import FetchError, FetchPolicy, fetch_url
+
+    settings = _settings(args)
+    policy = FetchPolicy(
+        allow_loopback=settings.fetch_allow_loopback,
+        allow_private=settings.fetch_allow_private,
+        respect_robots=settings.fetch_respect_robots,
+    )
+    status = EXIT_OK
+    for source in args.inputs:
+        if source.startswith(("http://", "https://")):
+            try:
+                page = fetch_url(source, policy)
+            except FetchError as exc:
+                print(f"error: {source}: {exc}", file=sys.stderr)
+                status = max(status, EXIT_FAILED)
+                continue
+            title, text = page.title, page.text
+        else:
+            path = Path(source)
+            if not path.is_file():
+                print(f"error: no such file: {source}", file=sys.stderr)
+                status = EXIT_USAGE
+                continue
+            raw = path.read_text("utf-8", errors="replace")
+            is_html = path.suffix.lower() in (".html", ".htm") or raw.lstrip()[:1] == "<"
+            title, text = extract_html(raw) if is_html else (None, raw)
+        if args.json:
+            print(json.dumps({"source": source, "title": title, "text": text}, ensure_ascii=False))
+        else:
+            print(f"== {source}\n{title or ''}\n\n{text}\n")
+    return status
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="deepresearch", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -266,6 +302,10 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--tool-name", required=True)
     comp.add_argument("--engine", choices=["auto", "offline", "openai"], help=engine_help)
     comp.set_defaults(func=cmd_compress)
+    ext = sub.add_parser("extract", help="main-text extraction of local HTML files or URLs (debugging aid)")
+    ext.add_argument("inputs", nargs="+", metavar="PATH_OR_URL")
+    ext.add_argument("--json", action="store_true", help="one JSON line per input: source, title, text")
+    ext.set_defaults(func=cmd_extract)
     return parser
 
 

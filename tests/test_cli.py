@@ -111,3 +111,18 @@ def test_dagster_loads_the_definitions():
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_extract_prints_one_json_line_per_input_and_reports_missing_files():
+    page = FIXTURES / "web_pages" / "ars-1" / "source.html"
+    proc = run_cli("extract", str(page), str(FIXTURES / "corpus" / "sodium_ion_costs.txt"), "/no/such.html", "--json")
+    assert proc.returncode == 2 and "no such file: /no/such.html" in proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [line["source"] for line in lines] == [str(page), str(FIXTURES / "corpus" / "sodium_ion_costs.txt")]
+    assert lines[0]["title"] and "Minecraft" in lines[0]["text"] and "<div" not in lines[0]["text"]
+
+
+def test_extract_refuses_loopback_urls_by_default():
+    proc = run_cli("extract", "http://127.0.0.1:9/page", "--json")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "127.0.0.1" in proc.stderr
