@@ -26,6 +26,9 @@ test: install
 dev: install
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
+bench: install
+	$(BIN)/python benchmarks/extraction_f1.py
+
 lint: install
 	$(BIN)/ruff check deepresearch_dagster tests benchmarks
 

@@ -57,6 +57,8 @@ class ResearchSettings(BaseModel):
     models: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_MODELS))
     max_tokens: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_MAX_TOKENS))
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    # Per-role overrides of ``temperature`` (DEEPRESEARCH_TEMPERATURE_<ROLE>).
+    role_temperatures: dict[str, float] = Field(default_factory=dict)
     llm_timeout_s: float = 120.0
     llm_max_attempts: int = Field(default=4, ge=1, le=10)
     llm_backoff_base_s: float = Field(default=1.0, ge=0.0)
@@ -81,6 +83,11 @@ class ResearchSettings(BaseModel):
             "max_tokens": {
                 r: int(env.get(f"DEEPRESEARCH_MAX_TOKENS_{r.upper()}", DEFAULT_MAX_TOKENS[r])) for r in ROLES
             },
+        }
+        values["role_temperatures"] = {
+            r: float(env[f"DEEPRESEARCH_TEMPERATURE_{r.upper()}"])
+            for r in ROLES
+            if env.get(f"DEEPRESEARCH_TEMPERATURE_{r.upper()}")
         }
         for field_name, var in ENV_FIELDS.items():
             if env.get(var):
@@ -123,7 +130,7 @@ class ResearchSettings(BaseModel):
             base_url=self.openai_base_url,
             api_key=os.environ.get("OPENAI_API_KEY"),
             timeout=self.llm_timeout_s,
-            temperature=self.temperature,
+            temperature={r: self.role_temperatures.get(r, self.temperature) for r in ROLES},
             max_tokens=self.max_tokens,
             retry=RetryPolicy(self.llm_max_attempts, self.llm_backoff_base_s, self.llm_backoff_max_s),
             response_format=self.response_format,

@@ -81,7 +81,7 @@ class OpenAIEngine:
         base_url: str | None = None,
         api_key: str | None = None,
         timeout: float = 120.0,
-        temperature: float = 0.0,
+        temperature: float | dict[str, float] = 0.0,
         max_tokens: dict[str, int] | None = None,
         retry: RetryPolicy | None = None,
         response_format: Literal["json_schema", "json_object", "none"] = "json_schema",
@@ -91,7 +91,7 @@ class OpenAIEngine:
         self.client = openai.OpenAI(
             base_url=base_url or None, api_key=api_key or "not-needed", timeout=timeout, max_retries=0
         )
-        self.temperature = temperature
+        self.temperature = temperature if isinstance(temperature, dict) else dict.fromkeys(models, temperature)
         self.max_tokens = max_tokens or {}
         self.retry = retry or RetryPolicy()
         self.response_format = response_format
@@ -123,7 +123,7 @@ class OpenAIEngine:
             kwargs: dict[str, Any] = {
                 "model": self.model_for(role),
                 "messages": messages,
-                "temperature": self.temperature,
+                "temperature": self.temperature.get(role, 0.0),
             }
             if role in self.max_tokens:
                 kwargs["max_tokens"] = self.max_tokens[role]

@@ -93,9 +93,18 @@ def test_json_schema_format_falls_back_to_json_mode(fake_openai):
 
 
 def test_role_parameters_are_sent(fake_openai):
-    eng = engine(fake_openai, temperature=0.3, max_tokens={"planner": 321})
+    eng = engine(fake_openai, temperature={"planner": 0.3, "reporter": 0.7}, max_tokens={"planner": 321})
     ask(eng)
     request = fake_openai.requests[0]
     assert request["model"] == DEFAULT_MODELS["planner"]
     assert request["temperature"] == 0.3 and request["max_tokens"] == 321
     assert request["response_format"]["json_schema"]["schema"] == SCHEMA
+
+
+def test_settings_give_each_role_its_temperature(monkeypatch):
+    from deepresearch_dagster.core.settings import ResearchSettings
+
+    monkeypatch.setenv("DEEPRESEARCH_TEMPERATURE", "0.2")
+    monkeypatch.setenv("DEEPRESEARCH_TEMPERATURE_REPORTER", "0.6")
+    eng = ResearchSettings.from_env(engine="openai").make_engine()
+    assert eng.temperature == {"planner": 0.2, "researcher": 0.2, "compressor": 0.2, "reporter": 0.6}
