@@ -19,6 +19,7 @@ from .prompts import prompt_version, render
 from .structured import StructuredOutputError, call_structured
 from .text import estimate_tokens
 
+RAW_CONTEXT_MODEL = "none (raw context)"
 # Beyond this many characters the model sees the head of the output; the file keeps it all.
 MAX_RAW_CHARS_IN_PROMPT = 48_000
 
@@ -38,9 +39,39 @@ def cache_key(raw_sha256: str, step: StepContext, model: str, version: str) -> s
     return short_hash(material, 32)
 
 
+def passthrough(step: StepContext, record: ToolCallRecord, raw_text: str, kind: str) -> SummaryRecord:
+    """Baseline without compression (``context_mode=raw``, for benchmarks): the raw output is the
+    context; the extractive summary is kept only so the rest of the pipeline has its fields."""
+    payload = {
+        "plan_title": step.plan_title,
+        "step_title": step.step_title,
+        "step_description": step.step_description,
+        "tool_name": step.tool_name,
+        "raw": raw_text,
+        "kind": kind,
+        "source_title": record.source_title,
+    }
+    return SummaryRecord(
+        call_id=record.call_id,
+        step_id=record.step_id,
+        artifact_file=record.artifact_file,
+        source=record.source,
+        source_title=record.source_title,
+        result=CompressionResult.model_validate(compress_extractively(payload)),
+        injected_tokens=estimate_tokens(raw_text),
+        cache_key="",
+        compressor_model=RAW_CONTEXT_MODEL,
+        prompt_version="",
+        fallback=False,
+        raw_context=True,
+    )
+
+
 def compress(
     ctx: ResearchContext, step: StepContext, record: ToolCallRecord, raw_text: str, kind: str
 ) -> SummaryRecord:
+    if ctx.settings.context_mode == "raw":
+        return passthrough(step, record, raw_text, kind)
     model = ctx.engine.model_for("compressor")
     version = prompt_version("compressor")
     key = cache_key(record.sha256, step, model, version)

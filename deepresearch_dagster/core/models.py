@@ -147,6 +147,7 @@ class SummaryRecord(BaseModel):
     compressor_model: str
     prompt_version: str
     fallback: bool = False
+    raw_context: bool = False  # context_mode=raw: the raw output itself was injected
 
     @property
     def injected(self) -> InjectedSummary | None:

@@ -52,15 +52,21 @@ def number_sources(bundle: SummaryBundle) -> list[dict[str, Any]]:
     return entries
 
 
-def _memory_text(entries: list[dict[str, Any]]) -> str:
+def _memory_text(entries: list[dict[str, Any]], raw: dict[str, str] | None = None) -> str:
+    """Numbered working memory; with ``raw`` (context_mode=raw) the whole outputs instead."""
     blocks = []
     for e in entries:
-        bullets = "\n".join(f"- {b}" for b in e["extraction"])
+        body = raw[e["artifact_file"]] if raw else e["summary"] + "".join(f"\n- {b}" for b in e["extraction"])
         blocks.append(
             f"[{e['n']}] {e['summary_title']} (step {e['step_id']}, source: {e['source'] or e['artifact_file']})\n"
-            f"{e['summary']}\n{bullets}".rstrip()
+            f"{body}".rstrip()
         )
     return "\n\n".join(blocks)
+
+
+def _raw_outputs(ctx: ResearchContext, plan: ResearchPlan, entries: list[dict[str, Any]]) -> dict[str, str]:
+    folder = ctx.store.raw_dir(plan.plan_title)
+    return {e["artifact_file"]: (folder / e["artifact_file"]).read_text("utf-8") for e in entries}
 
 
 def artifact_lookups(
@@ -123,7 +129,7 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
         {
             "role": "user",
             "content": f"Question: {ctx.question}\n\nPlan:\n{plan.as_markdown()}\n\nWorking memory:\n"
-            + _memory_text(entries),
+            + _memory_text(entries, _raw_outputs(ctx, plan, entries) if ctx.settings.context_mode == "raw" else None),
         },
     ]
     messages += artifact_lookups(ctx, plan, messages, payload)

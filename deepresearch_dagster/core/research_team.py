@@ -172,7 +172,11 @@ def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
                 summaries.append(summary)
                 injected = summary.injected
                 verdict = "not useful"
-                if injected is not None:
+                if summary.raw_context:
+                    messages.append({"role": "assistant", "content": raw_text})
+                    memory.append(injected.model_dump() if injected else {"extraction": []})
+                    verdict = f"raw context, {summary.injected_tokens} tokens injected"
+                elif injected is not None:
                     messages.append(injected.to_message())
                     memory.append(injected.model_dump())
                     verdict = f"useful, {summary.injected_tokens} tokens injected"

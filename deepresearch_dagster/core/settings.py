@@ -41,6 +41,7 @@ ENV_FIELDS = {
     "fetch_allow_private": "DEEPRESEARCH_FETCH_ALLOW_PRIVATE",
     "fetch_respect_robots": "DEEPRESEARCH_FETCH_RESPECT_ROBOTS",
     "enable_fetch": "DEEPRESEARCH_ENABLE_FETCH",
+    "context_mode": "DEEPRESEARCH_CONTEXT_MODE",
 }
 
 
@@ -64,6 +65,8 @@ class ResearchSettings(BaseModel):
     llm_backoff_base_s: float = Field(default=1.0, ge=0.0)
     llm_backoff_max_s: float = Field(default=30.0, ge=0.0)
     response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
+    # "raw" injects whole tool outputs instead of summaries: the baseline for benchmarks only.
+    context_mode: Literal["compressed", "raw"] = "compressed"
     tool_cache_ttl_s: float = Field(default=86_400.0, ge=0.0)
     fetch_allow_loopback: bool = False
     fetch_allow_private: bool = False

@@ -108,3 +108,13 @@ def test_offline_plan_is_valid_and_bounded(make_context):
     plan = plan_stage(ctx)
     assert 1 <= len(plan.steps) <= 3
     assert [s.step_id for s in plan.steps] == [str(i) for i in range(1, len(plan.steps) + 1)]
+
+
+def test_raw_context_mode_injects_whole_outputs_without_compressing(make_context):
+    ctx = make_context(context_mode="raw")
+    outputs = research_stage(ctx, _plan())
+    assert all(s.raw_context for s in outputs.summaries)
+    assert ctx.lineage.query("SELECT count(*) AS n FROM llm_calls WHERE role = 'compressor'")[0]["n"] == 0
+    raw_dir = ctx.store.raw_dir(_plan().plan_title)
+    injected = [m["content"] for msgs in outputs.conversations.values() for m in msgs if m["role"] == "assistant"]
+    assert injected == [(raw_dir / c.artifact_file).read_text() for c in outputs.calls]
