@@ -21,16 +21,42 @@ class ResearchConfig(ConfigurableResource):
     corpus_dir: str | None = Field(default=None, description="local corpus folder")
     max_steps: int | None = None
     max_tool_calls_per_step: int | None = None
-    docs_per_step: int | None = None
+    max_sources_per_step: int | None = None
+    depth: int | None = None
+    breadth: int | None = None
+    # Replays (recompress_job / rewrite_report_job) try another model or prompt version.
+    compressor_model: str | None = Field(default=None, description="compressor model for this run")
+    reporter_model: str | None = Field(default=None, description="reporter model for this run")
+    compressor_prompt_file: str | None = Field(
+        default=None, description="replacement compressor prompt file (its content hash is the prompt version)"
+    )
 
     def settings(self, duckdb_path: str) -> ResearchSettings:
+        return self._with_replay_overrides(self._base_settings(duckdb_path))
+
+    def _with_replay_overrides(self, settings: ResearchSettings) -> ResearchSettings:
+        models = dict(settings.models)
+        for role, model in (("compressor", self.compressor_model), ("reporter", self.reporter_model)):
+            if model:
+                models[role] = model
+        prompts = dict(settings.prompt_files)
+        if self.compressor_prompt_file:
+            path = Path(self.compressor_prompt_file).resolve()
+            if not path.is_file():
+                raise FileNotFoundError(f"compressor prompt file not found: {path}")
+            prompts["compressor"] = str(path)
+        return settings.model_copy(update={"models": models, "prompt_files": prompts})
+
+    def _base_settings(self, duckdb_path: str) -> ResearchSettings:
         return ResearchSettings.from_env(
             engine=self.engine,
             artifacts_dir=self.artifacts_dir,
             corpus_dir=self.corpus_dir,
             max_steps=self.max_steps,
             max_tool_calls_per_step=self.max_tool_calls_per_step,
-            docs_per_step=self.docs_per_step,
+            max_sources_per_step=self.max_sources_per_step,
+            depth=self.depth,
+            breadth=self.breadth,
             duckdb_path=duckdb_path,
         )
 

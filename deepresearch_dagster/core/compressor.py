@@ -15,7 +15,7 @@ from .engines.offline import MODEL as FALLBACK_MODEL
 from .engines.offline import compress_extractively
 from .models import CompressionResult, SummaryRecord, ToolCallRecord
 from .naming import short_hash
-from .prompts import prompt_version, render
+from .prompts import prompt_text, prompt_version
 from .structured import StructuredOutputError, call_structured
 from .text import estimate_tokens
 
@@ -73,7 +73,7 @@ def compress(
     if ctx.settings.context_mode == "raw":
         return passthrough(step, record, raw_text, kind)
     model = ctx.engine.model_for("compressor")
-    version = prompt_version("compressor")
+    version = prompt_version("compressor", ctx.settings.prompt_files.get("compressor"))
     key = cache_key(record.sha256, step, model, version)
     cached = ctx.lineage.get_compression(key)
     if cached is not None:
@@ -115,8 +115,9 @@ def _compress_fresh(
     shown = raw_text[:MAX_RAW_CHARS_IN_PROMPT]
     if len(raw_text) > len(shown):
         shown += f"\n[... {len(raw_text) - len(shown)} more characters stored in the artifact file]"
+    template = prompt_text("compressor", ctx.settings.prompt_files.get("compressor"))
     messages = [
-        {"role": "system", "content": render("compressor", **payload)},
+        {"role": "system", "content": template.format(**payload)},
         {"role": "user", "content": shown},
     ]
     try:

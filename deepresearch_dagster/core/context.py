@@ -9,6 +9,7 @@ from datetime import date
 from functools import cached_property
 
 from .artifact_store import ArtifactStore
+from .budget import BudgetLedger
 from .engines.base import Engine
 from .lineage import LineageStore
 from .settings import ResearchSettings
@@ -26,6 +27,11 @@ class ResearchContext:
     lineage: LineageStore
     log: Callable[[str], None] = field(default=logger.info)
     today: str = field(default_factory=lambda: date.today().isoformat())
+    budget: BudgetLedger | None = None
+
+    def __post_init__(self) -> None:
+        if self.budget is None:
+            self.budget = BudgetLedger(self.settings.budget_limits(), self.settings.prices())
 
     @cached_property
     def store(self) -> ArtifactStore:

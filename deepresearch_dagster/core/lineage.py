@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import duckdb
 
+from .audit import apply_audit_schema
 from .models import ResearchPlan, SummaryRecord, ToolCallRecord
 
 Connect = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
@@ -55,6 +56,18 @@ CREATE TABLE IF NOT EXISTS compressions (
 CREATE TABLE IF NOT EXISTS tool_cache (
     cache_key VARCHAR PRIMARY KEY, tool VARCHAR, arguments JSON, artifact_path VARCHAR, sha256 VARCHAR,
     kind VARCHAR, source VARCHAR, source_title VARCHAR, created_at TIMESTAMP DEFAULT current_timestamp);
+CREATE TABLE IF NOT EXISTS critic_rounds (
+    partition_key VARCHAR, round INTEGER, sufficiency INTEGER, decision VARCHAR, fallback BOOLEAN, verdict JSON,
+    created_at TIMESTAMP DEFAULT current_timestamp, PRIMARY KEY (partition_key, round));
+CREATE TABLE IF NOT EXISTS budget_ledger (
+    partition_key VARCHAR, run_id VARCHAR, stage VARCHAR, dimension VARCHAR, cap DOUBLE, spent DOUBLE,
+    fraction DOUBLE, events JSON, created_at TIMESTAMP DEFAULT current_timestamp);
+CREATE TABLE IF NOT EXISTS source_scores (
+    partition_key VARCHAR, source VARCHAR, domain VARCHAR, credibility DOUBLE, recency DOUBLE,
+    corroboration DOUBLE, score DOUBLE, published VARCHAR, PRIMARY KEY (partition_key, source));
+CREATE TABLE IF NOT EXISTS citations (
+    partition_key VARCHAR, n INTEGER, source VARCHAR, artifact_file VARCHAR, quote VARCHAR, verified BOOLEAN,
+    PRIMARY KEY (partition_key, n));
 CREATE TABLE IF NOT EXISTS summaries (
     partition_key VARCHAR, call_id VARCHAR, compressor_model VARCHAR, prompt_version VARCHAR,
     cache_key VARCHAR, is_useful BOOLEAN, injected_tokens INTEGER, summary_title VARCHAR,
@@ -115,6 +128,7 @@ class LineageStore:
         if database is None or database not in self._migrated:
             with self._connect() as conn:
                 conn.execute(SCHEMA)
+                apply_audit_schema(conn)  # audit views (core/audit.py) over these tables
             if database is not None:
                 self._migrated.add(database)
 
@@ -246,6 +260,8 @@ class LineageStore:
         )
 
     def record_summaries(self, partition_key: str, summaries: list[SummaryRecord]) -> None:
+        if not summaries:
+            return
         with self._connect() as conn:
             conn.executemany(
                 "INSERT OR REPLACE INTO summaries (partition_key, call_id, compressor_model, "
@@ -331,6 +347,72 @@ class LineageStore:
             "result, fallback) VALUES (?, ?, ?, ?, ?, ?)",
             [cache_key, raw_sha256, model, prompt_version, json.dumps(result, sort_keys=True), fallback],
         )
+
+    def run_spending(self, run_id: str) -> dict[str, Any]:
+        """What a run has spent so far, so each Dagster op resumes the same budget ledger."""
+        per_model = self.query(
+            "SELECT model, sum(prompt_tokens) AS p, sum(completion_tokens) AS c, "
+            "count(*) FILTER (WHERE status IN ('ok', 'invalid')) AS n FROM llm_calls WHERE run_id = ? GROUP BY model",
+            [run_id],
+        )
+        tools = self.query("SELECT count(*) AS n FROM tool_calls WHERE run_id = ?", [run_id])[0]["n"]
+        started = self.query(
+            "SELECT epoch(current_timestamp) - epoch(min(started_at)) AS age FROM runs WHERE run_id = ?", [run_id]
+        )[0]["age"]
+        return {"per_model": per_model, "tool_calls": int(tools), "elapsed_s": float(started or 0.0)}
+
+    def record_critic_rounds(self, partition_key: str, rounds: list[dict[str, Any]]) -> None:
+        with self._connect() as conn:
+            conn.execute("DELETE FROM critic_rounds WHERE partition_key = ?", [partition_key])
+            if not rounds:
+                return
+            conn.executemany(
+                "INSERT INTO critic_rounds (partition_key, round, sufficiency, decision, fallback, verdict) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    [
+                        partition_key,
+                        r["round"],
+                        r["verdict"]["sufficiency"],
+                        r["decision"],
+                        r["fallback"],
+                        json.dumps(r["verdict"]),
+                    ]
+                    for r in rounds
+                ],
+            )
+
+    def record_budget(self, partition_key: str, run_id: str, stage: str, snapshot: dict[str, Any]) -> None:
+        rows = [
+            [
+                partition_key,
+                run_id,
+                stage,
+                dim,
+                float(cap),
+                float(snapshot["spent"].get(dim, 0.0)),
+                snapshot["fraction"],
+                json.dumps(snapshot["events"]),
+            ]
+            for dim, cap in snapshot["limits"].items()
+        ]
+        with self._connect() as conn:
+            conn.executemany(
+                "INSERT INTO budget_ledger (partition_key, run_id, stage, dimension, cap, spent, fraction, events) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    def replace_rows(self, table: str, partition_key: str, columns: list[str], rows: list[list[Any]]) -> None:
+        """Per-partition derived tables (source scores, citations) are rewritten whole."""
+        with self._connect() as conn:
+            conn.execute(f"DELETE FROM {table} WHERE partition_key = ?", [partition_key])
+            if rows:
+                marks = ", ".join("?" for _ in range(len(columns) + 1))
+                conn.executemany(
+                    f"INSERT INTO {table} (partition_key, {', '.join(columns)}) VALUES ({marks})",
+                    [[partition_key, *r] for r in rows],
+                )
 
     # -- figures -------------------------------------------------------------------------
     def reduction(self, partition_key: str) -> dict[str, Any]:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_serializer, model_validator
 
 from .text import count_sentences
 
 MAX_STEPS = 7
+FOLLOWUP_ID = re.compile(r"R\d+_\d+")
 
 
 class PlanStep(BaseModel):
@@ -18,6 +20,15 @@ class PlanStep(BaseModel):
     step_id: str
     title: str = Field(min_length=3, max_length=200)
     description: str = Field(min_length=10, max_length=2000)
+    # Concrete search queries for the step; the research team runs up to `breadth` of them.
+    queries: list[str] = Field(default_factory=list, max_length=10)
+
+    @field_validator("queries", mode="before")
+    @classmethod
+    def _clean_queries(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [q.strip()[:300] for q in value if isinstance(q, str) and q.strip()]
+        return value
 
     @field_validator("step_id", mode="before")
     @classmethod
@@ -37,6 +48,10 @@ class ResearchPlan(BaseModel):
 
     plan_title: str = Field(min_length=3, max_length=200)
     steps: list[PlanStep] = Field(min_length=1, max_length=MAX_STEPS)
+    # The planner may judge the question answerable from model knowledge (used when depth is 0).
+    direct_answer: bool = False
+    # Added by the critic's reflection rounds, ids R<round>_<n>; never written by the planner.
+    followup_steps: list[PlanStep] = Field(default_factory=list)
 
     @field_validator("plan_title", mode="before")
     @classmethod
@@ -49,14 +64,23 @@ class ResearchPlan(BaseModel):
         expected = [str(i) for i in range(1, len(ids) + 1)]
         if ids != expected:
             raise ValueError(f"step ids must be sequential {expected}, got {ids}")
+        bad = [s.step_id for s in self.followup_steps if not FOLLOWUP_ID.fullmatch(s.step_id)]
+        if bad:
+            raise ValueError(f"follow-up step ids must look like R1_1, got {bad}")
         return self
 
+    @property
+    def all_steps(self) -> list[PlanStep]:
+        return [*self.steps, *self.followup_steps]
+
     def as_markdown(self) -> str:
-        rows = ["| step | title | description |", "|---|---|---|"]
-        for s in self.steps:
+        rows = ["| step | title | description | queries |", "|---|---|---|---|"]
+        for s in self.all_steps:
             desc = s.description.replace("|", "\\|").replace("\n", " ")
-            rows.append(f"| {s.step_id} | {s.title.replace('|', '/')} | {desc} |")
-        return f"**{self.plan_title}**\n\n" + "\n".join(rows)
+            queries = "; ".join(s.queries).replace("|", "/")
+            rows.append(f"| {s.step_id} | {s.title.replace('|', '/')} | {desc} | {queries} |")
+        note = "\n\n_Directly answerable from model knowledge._" if self.direct_answer else ""
+        return f"**{self.plan_title}**{note}\n\n" + "\n".join(rows)
 
 
 class CompressionResult(BaseModel):
@@ -169,6 +193,11 @@ class ToolOutputs(BaseModel):
     calls: list[ToolCallRecord]
     summaries: list[SummaryRecord]
     conversations: dict[str, list[dict[str, str]]]
+    followup_steps: list[PlanStep] = Field(default_factory=list)
+    critic_rounds: list[dict[str, Any]] = Field(default_factory=list)
+    stop_reason: str = "complete"
+    complete: bool = True  # False: "Research may be incomplete" (max iterations, budget, no new sources)
+    direct_answer: bool = False
 
 
 class SummaryBundle(BaseModel):
@@ -190,6 +219,24 @@ class Citation(BaseModel):
     summary_title: str
 
 
+class SourceRef(BaseModel):
+    source: str
+    source_title: str | None = None
+
+
+class WhatChanged(BaseModel):
+    """A recurring research compared with its previous dated partition (core/changes.py)."""
+
+    previous_partition: str
+    previous_date: str
+    new_sources: list[SourceRef]
+    dropped_sources: list[SourceRef]
+    findings_added: list[str]
+    findings_no_longer_supported: list[str]
+    unchanged_sources: int
+    unchanged_findings: int
+
+
 class Report(BaseModel):
     partition_key: str
     question: str
@@ -197,3 +244,12 @@ class Report(BaseModel):
     markdown: str
     citations: list[Citation]
     reporter_model: str
+    what_changed: WhatChanged | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_changes(self, handler: Any) -> Any:
+        # One-off researches keep the report.json they always had: no "what_changed": null.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("what_changed") is None:
+            data.pop("what_changed", None)
+        return data

@@ -9,12 +9,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from .artifact_store import ArtifactStore, sha256_bytes
+from .budget import dollars
 from .compressor import StepContext, compress
 from .context import ResearchContext, logger
 from .coordinator import route
 from .lineage import LineageStore
 from .models import Report, ResearchPlan, SummaryBundle, ToolOutputs
-from .naming import plan_folder
+from .naming import plan_folder, slugify
 from .planner import make_plan
 from .prompts import prompt_version
 from .reporter import write_report
@@ -43,7 +44,15 @@ def save_stage(store: ArtifactStore, stage: str, value: BaseModel) -> str:
     store.write_json(name, value.model_dump(mode="json"))
     if isinstance(value, Report):
         store.write_text("report.md", value.markdown)
+    if isinstance(value, SummaryBundle):
+        # One copy per compressor model and prompt version: a replay never loses an older one.
+        versioned = bundle_version_file(value.compressor_model, value.prompt_version)
+        store.write_json(versioned, value.model_dump(mode="json"))
     return name
+
+
+def bundle_version_file(compressor_model: str, prompt_version: str) -> str:
+    return f"compressed_summaries.{slugify(compressor_model, 60)}.{slugify(prompt_version, 40)}.json"
 
 
 def load_stage(store: ArtifactStore, stage: str) -> Any:
@@ -51,9 +60,13 @@ def load_stage(store: ArtifactStore, stage: str) -> Any:
     return cls.model_validate_json(store.read_text(name))
 
 
-def register(lineage: LineageStore, question: str, options: dict[str, Any] | None = None) -> str:
-    """Validate a question (coordinator) and record it; returns the partition key."""
+def register(
+    lineage: LineageStore, question: str, options: dict[str, Any] | None = None, partition_key: str | None = None
+) -> str:
+    """Validate a question (coordinator) and record it; returns the partition key (derived from
+    the question unless given, as for the dated partitions of a recurring topic)."""
     cleaned, key = route(question)
+    key = partition_key or key
     lineage.register_request(key, cleaned, options or {})
     return key
 
@@ -70,7 +83,7 @@ def open_context(
         raise UnknownResearch(f"no research question is registered for partition {partition_key!r}")
     question, options = request
     settings = settings.with_options(options)
-    return ResearchContext(
+    ctx = ResearchContext(
         partition_key=partition_key,
         question=question,
         run_id=run_id or uuid.uuid4().hex,
@@ -79,6 +92,21 @@ def open_context(
         lineage=lineage,
         log=log,
     )
+    resume_budget(ctx)
+    return ctx
+
+
+def resume_budget(ctx: ResearchContext) -> None:
+    """Carry a run's spending into this op's ledger (each Dagster op opens its own context)."""
+    spending = ctx.lineage.run_spending(ctx.run_id)
+    ledger = ctx.budget
+    for row in spending["per_model"]:
+        tokens = int(row["p"] or 0) + int(row["c"] or 0)
+        ledger.spent["tokens"] += tokens
+        ledger.spent["dollars"] += dollars(row["model"], int(row["p"] or 0), int(row["c"] or 0), ledger.prices)
+        ledger.spent["llm_calls"] += int(row["n"] or 0)
+    ledger.spent["tool_calls"] += spending["tool_calls"]
+    ledger.started -= spending["elapsed_s"]
 
 
 def plan_stage(ctx: ResearchContext) -> ResearchPlan:
@@ -113,7 +141,7 @@ def summaries_bundle(ctx: ResearchContext, summaries: list[Any]) -> SummaryBundl
     return SummaryBundle(
         partition_key=ctx.partition_key,
         compressor_model=ctx.engine.model_for("compressor"),
-        prompt_version=prompt_version("compressor"),
+        prompt_version=prompt_version("compressor", ctx.settings.prompt_files.get("compressor")),
         summaries=summaries,
     )
 

@@ -18,6 +18,5 @@ def make_plan(ctx: ResearchContext) -> ResearchPlan:
     ]
     payload = {"question": ctx.question, "max_steps": max_steps}
     plan = call_structured(ctx, "planner", messages, payload, ResearchPlan, artifact="plan.json")
-    if len(plan.steps) > max_steps:
-        plan = plan.model_copy(update={"steps": plan.steps[:max_steps]})
-    return plan
+    # Follow-up steps belong to the critic; a planner that invents them is ignored there.
+    return plan.model_copy(update={"steps": plan.steps[:max_steps], "followup_steps": []})

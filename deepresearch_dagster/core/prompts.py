@@ -19,6 +19,11 @@ def render(name: str, **values: object) -> str:
     return load_prompt(name).format(**values)
 
 
-def prompt_version(name: str) -> str:
+def prompt_text(name: str, override: str | None = None) -> str:
+    """The packaged prompt, or a replacement file (a replay trying another prompt version)."""
+    return Path(override).read_text("utf-8") if override else load_prompt(name)
+
+
+def prompt_version(name: str, override: str | None = None) -> str:
     """Content hash: editing a prompt changes the version and so the compression cache key."""
-    return f"{name}-{short_hash(load_prompt(name), 10)}"
+    return f"{name}-{short_hash(prompt_text(name, override), 10)}"

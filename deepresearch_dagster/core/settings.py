@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from .budget import DEFAULT_PRICES, BudgetLimits
 from .engines.base import ROLES, Engine
 from .tools.local_search import DEFAULT_CORPUS
 
@@ -15,14 +17,18 @@ DEFAULT_MODELS = {
     "planner": "gpt-4o-mini",
     "researcher": "gpt-4o-mini",
     "compressor": "gpt-4o-mini",
+    "critic": "gpt-4o-mini",
     "reporter": "gpt-4o",
 }
 
 # Output budgets per role: compressions are short by contract, reports are long.
-DEFAULT_MAX_TOKENS = {"planner": 1500, "researcher": 800, "compressor": 900, "reporter": 4000}
+DEFAULT_MAX_TOKENS = {"planner": 1500, "researcher": 800, "compressor": 900, "critic": 900, "reporter": 4000}
 
 # Options a single research request may override (stored with the request in DuckDB).
-REQUEST_OPTIONS = ("engine", "corpus_dir", "max_steps", "max_tool_calls_per_step", "docs_per_step")
+REQUEST_OPTIONS = (
+    "engine", "corpus_dir", "max_steps", "max_tool_calls_per_step", "max_sources_per_step", "depth", "breadth",
+    "budget_tokens", "budget_dollars", "budget_llm_calls", "budget_tool_calls", "budget_wall_s",
+)
 
 
 # Scalar settings read from the environment when set (pydantic converts the strings).
@@ -35,7 +41,16 @@ ENV_FIELDS = {
     "response_format": "DEEPRESEARCH_RESPONSE_FORMAT",
     "max_steps": "DEEPRESEARCH_MAX_STEPS",
     "max_tool_calls_per_step": "DEEPRESEARCH_MAX_TOOL_CALLS_PER_STEP",
-    "docs_per_step": "DEEPRESEARCH_DOCS_PER_STEP",
+    "max_sources_per_step": "DEEPRESEARCH_MAX_SOURCES_PER_STEP",
+    "depth": "DEEPRESEARCH_DEPTH",
+    "breadth": "DEEPRESEARCH_BREADTH",
+    "fanout_concurrency": "DEEPRESEARCH_FANOUT_CONCURRENCY",
+    "sufficiency_threshold": "DEEPRESEARCH_SUFFICIENCY_THRESHOLD",
+    "budget_tokens": "DEEPRESEARCH_BUDGET_TOKENS",
+    "budget_dollars": "DEEPRESEARCH_BUDGET_DOLLARS",
+    "budget_llm_calls": "DEEPRESEARCH_BUDGET_LLM_CALLS",
+    "budget_tool_calls": "DEEPRESEARCH_BUDGET_TOOL_CALLS",
+    "budget_wall_s": "DEEPRESEARCH_BUDGET_WALL_S",
     "tool_cache_ttl_s": "DEEPRESEARCH_TOOL_CACHE_TTL",
     "fetch_allow_loopback": "DEEPRESEARCH_FETCH_ALLOW_LOOPBACK",
     "fetch_allow_private": "DEEPRESEARCH_FETCH_ALLOW_PRIVATE",
@@ -51,8 +66,18 @@ class ResearchSettings(BaseModel):
     duckdb_path: str = ""
     corpus_dir: str = ""
     max_steps: int = Field(default=5, ge=1, le=7)
-    max_tool_calls_per_step: int = Field(default=4, ge=1, le=20)
-    docs_per_step: int = Field(default=2, ge=1, le=10)
+    max_tool_calls_per_step: int = Field(default=8, ge=1, le=30)
+    max_sources_per_step: int = Field(default=2, ge=1, le=10)  # top-K results read per step
+    depth: int = Field(default=1, ge=0, le=5)  # reflection rounds after the first pass
+    breadth: int = Field(default=3, ge=1, le=8)  # query variants searched per step
+    fanout_concurrency: int = Field(default=4, ge=1, le=16)
+    sufficiency_threshold: int = Field(default=7, ge=1, le=10)
+    max_followups_per_round: int = Field(default=2, ge=1, le=5)
+    budget_tokens: int = Field(default=400_000, ge=0)
+    budget_dollars: float = Field(default=2.0, ge=0)
+    budget_llm_calls: int = Field(default=300, ge=0)
+    budget_tool_calls: int = Field(default=150, ge=0)
+    budget_wall_s: float = Field(default=3600.0, ge=0)
     report_lookups: int = Field(default=3, ge=0, le=10)
     openai_base_url: str | None = None
     models: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_MODELS))
@@ -67,6 +92,8 @@ class ResearchSettings(BaseModel):
     response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
     # "raw" injects whole tool outputs instead of summaries: the baseline for benchmarks only.
     context_mode: Literal["compressed", "raw"] = "compressed"
+    # Role -> replacement prompt file (replays: recompress with another prompt version).
+    prompt_files: dict[str, str] = Field(default_factory=dict)
     tool_cache_ttl_s: float = Field(default=86_400.0, ge=0.0)
     fetch_allow_loopback: bool = False
     fetch_allow_private: bool = False
@@ -119,6 +146,20 @@ class ResearchSettings(BaseModel):
             return self.engine
         configured = os.environ.get("OPENAI_API_KEY") or self.openai_base_url
         return "openai" if configured else "offline"
+
+    def budget_limits(self) -> BudgetLimits:
+        return BudgetLimits(
+            tokens=self.budget_tokens, dollars=self.budget_dollars, llm_calls=self.budget_llm_calls,
+            tool_calls=self.budget_tool_calls, wall_s=self.budget_wall_s,
+        )
+
+    def prices(self) -> dict[str, tuple[float, float]]:
+        """Price table per 1M tokens; DEEPRESEARCH_PRICES (JSON {"model": [in, out]}) extends it."""
+        table = dict(DEFAULT_PRICES)
+        extra = os.environ.get("DEEPRESEARCH_PRICES")
+        if extra:
+            table.update({k: (float(v[0]), float(v[1])) for k, v in json.loads(extra).items()})
+        return table
 
     def make_engine(self) -> Engine:
         if self.resolved_engine() == "offline":

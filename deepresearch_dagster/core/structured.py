@@ -101,11 +101,16 @@ def complete_recorded(
 ) -> Completion:
     """One engine call with every failed try (retries, shrinks, the final error) in DuckDB.
     The caller records the successful completion with its verdict (ok / invalid)."""
+    model = ctx.engine.model_for(role)
+    # Reserve the worst case first: raises BudgetExceeded before any money is spent.
+    reservation = ctx.budget.reserve_llm(model, messages, ctx.settings.max_tokens.get(role, 4000))
     try:
         completion = ctx.engine.complete(role, messages, payload, json_schema=json_schema, tools=tools)
     except EngineError as exc:
+        ctx.budget.settle(reservation, llm_calls=1)
         _record_attempts(ctx, role, exc.attempts or [Attempt("error", str(exc))], round_, artifact)
         raise
+    ctx.budget.settle_llm(reservation, model, completion.prompt_tokens, completion.completion_tokens)
     _record_attempts(ctx, role, completion.attempts, round_, artifact)
     return completion
 

@@ -84,21 +84,21 @@ def test_duckdb_rows_match_files_by_sha256(make_context):
 
 
 def test_tool_call_cap_per_step_is_respected(make_context):
-    ctx = make_context(max_tool_calls_per_step=1)
+    ctx = make_context(max_tool_calls_per_step=1, depth=0)
     outputs = research_stage(ctx, _plan())
-    assert [c.step_id for c in outputs.calls] == ["1", "2", "3"]
+    assert [(c.step_id, c.tool) for c in outputs.calls] == [(s, "local_search") for s in ("1", "2", "3")]
 
 
 def test_tool_errors_are_recorded_as_raw_output_not_raised(fake_openai, make_context):
-    ctx = make_context(engine="openai")
+    ctx = make_context(engine="openai", depth=0)
     # The scripted researcher asks for a document that does not exist.
     bad_call = {"tool_calls": [("read_document", {"path": "../../etc/passwd"})]}
     done = {"content": "Nothing more to do."}
     fake_openai.script("researcher", bad_call, done, bad_call, done, {"tool_calls": [("no_such_tool", {})]}, done)
     outputs = research_stage(ctx, _plan())
-    assert len(outputs.calls) == 3
-    assert {c.status for c in outputs.calls} == {"error"}
-    for call in outputs.calls:
+    errors = [c for c in outputs.calls if c.status == "error"]
+    assert [c.tool for c in errors] == ["read_document", "read_document", "no_such_tool"]
+    for call in errors:
         raw = json.loads(ctx.store.resolve_relpath(call.artifact_path).read_text())
         assert "no document" in raw["error"] or "unknown tool" in raw["error"]
 

@@ -86,6 +86,8 @@ def default_answer(role: str, body: dict[str, Any]) -> dict[str, Any]:
                 }
             )
         }
+    if role == "critic":
+        return {"content": json.dumps({"sufficiency": 8, "gaps": [], "contradictions": [], "recommendation": "ok"})}
     if role == "reporter":
         cited = sorted(set(re.findall(r"^\[(\d+)\]", messages[-1]["content"], re.M)), key=int)
         body_md = "# Fake report\n\n" + "\n".join(f"- Finding from source {n} [{n}]" for n in cited)
@@ -94,7 +96,9 @@ def default_answer(role: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 class FakeOpenAIServer:
-    def __init__(self) -> None:
+    def __init__(self, latency_s: float = 0.0) -> None:
+        """``latency_s`` is added to every answer, like a model's response time (benchmarks)."""
+        self.latency_s = latency_s
         self.requests: list[dict[str, Any]] = []
         self.scripts: dict[str, deque[Any]] = defaultdict(deque)
         self.lock = threading.Lock()
@@ -126,6 +130,8 @@ class FakeOpenAIServer:
 
     def _respond(self, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
         role = role_of(body)
+        if self.latency_s:
+            time.sleep(self.latency_s)
         with self.lock:
             self.requests.append(body)
             scripted = self.scripts[role].popleft() if self.scripts[role] else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-ROLES = ("planner", "researcher", "compressor", "reporter")
+ROLES = ("planner", "researcher", "compressor", "critic", "reporter")
 
 
 @dataclass(frozen=True)

@@ -107,4 +107,4 @@ def test_settings_give_each_role_its_temperature(monkeypatch):
     monkeypatch.setenv("DEEPRESEARCH_TEMPERATURE", "0.2")
     monkeypatch.setenv("DEEPRESEARCH_TEMPERATURE_REPORTER", "0.6")
     eng = ResearchSettings.from_env(engine="openai").make_engine()
-    assert eng.temperature == {"planner": 0.2, "researcher": 0.2, "compressor": 0.2, "reporter": 0.6}
+    assert eng.temperature == {"planner": 0.2, "researcher": 0.2, "compressor": 0.2, "critic": 0.2, "reporter": 0.6}

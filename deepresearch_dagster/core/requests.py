@@ -1,0 +1,287 @@
+"""Research requests from outside a run: the request queue (a folder of request files that a
+Dagster sensor turns into partitions and runs) and recurring topics (``recurring.yaml``, one
+Dagster schedule each, one partition ``<slug>--YYYY-MM-DD`` per day).
+
+Validation reuses the coordinator (questions) and ``ResearchSettings.with_options`` (option
+values), so a request rejected here would have failed the same way in ``deepresearch run``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from datetime import date
+from pathlib import Path
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .artifact_store import atomic_write_bytes, sha256_bytes
+from .coordinator import InvalidQuestion, validate_question
+from .naming import MAX_PARTITION_SLUG, slugify
+from .settings import REQUEST_OPTIONS, ResearchSettings
+
+REQUESTS_DIR_ENV = "DEEPRESEARCH_REQUESTS_DIR"
+RECURRING_ENV = "DEEPRESEARCH_RECURRING"
+REQUEST_SUFFIXES = (".json", ".yaml", ".yml", ".txt", ".md")
+MAX_REQUEST_FILE_BYTES = 1_000_000
+MAX_REQUESTS_PER_FILE = 50
+
+
+class RequestError(ValueError):
+    """A request (file) that cannot be accepted; the message says why and is user-facing."""
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for e in exc.errors():
+        where = ".".join(map(str, e["loc"]))
+        message = e["msg"].removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
+
+
+def validate_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Only the keys a request may set, with values the settings model accepts."""
+    unknown = sorted(set(options) - set(REQUEST_OPTIONS))
+    if unknown:
+        raise RequestError(f"unknown option(s) {', '.join(unknown)}; a request may set {', '.join(REQUEST_OPTIONS)}")
+    picked = {k: v for k, v in options.items() if v not in (None, "")}
+    try:
+        ResearchSettings().with_options(picked)
+    except ValidationError as exc:
+        raise RequestError(f"invalid option value: {_describe(exc)}") from exc
+    corpus = picked.get("corpus_dir")
+    if corpus is not None and not Path(str(corpus)).is_dir():
+        raise RequestError(f"corpus_dir is not a folder: {corpus}")
+    return picked
+
+
+class ResearchRequest(BaseModel):
+    """``{"question": ..., <option>: ...}``; options may also be nested under ``options``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _collect_options(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        nested = data.pop("options", None) or {}
+        if not isinstance(nested, dict):
+            raise ValueError("'options' must be a mapping")
+        top = {k: data.pop(k) for k in list(data) if k != "question"}
+        return {**data, "options": {**top, **nested}}
+
+    @field_validator("question")
+    @classmethod
+    def _question(cls, value: str) -> str:
+        try:
+            return validate_question(value)
+        except InvalidQuestion as exc:
+            raise ValueError(str(exc)) from exc
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return validate_options(value)
+        except RequestError as exc:
+            raise ValueError(str(exc)) from exc
+
+
+def parse_requests(value: Any) -> list[ResearchRequest]:
+    """A question string, one request object, or a list of either."""
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise RequestError("the file holds no request")
+    if len(items) > MAX_REQUESTS_PER_FILE:
+        raise RequestError(f"{len(items)} requests in one file; the limit is {MAX_REQUESTS_PER_FILE}")
+    requests = []
+    for i, item in enumerate(items):
+        where = f"request {i + 1}: " if len(items) > 1 else ""
+        if isinstance(item, str):
+            item = {"question": item}
+        if not isinstance(item, dict):
+            raise RequestError(f"{where}expected a question or an object with a 'question', got {type(item).__name__}")
+        try:
+            requests.append(ResearchRequest.model_validate(item))
+        except ValidationError as exc:
+            raise RequestError(where + _describe(exc)) from exc
+    return requests
+
+
+def parse_request_file(path: Path) -> list[ResearchRequest]:
+    suffix = path.suffix.lower()
+    if suffix not in REQUEST_SUFFIXES:
+        raise RequestError(f"unsupported request file type {suffix or '(none)'}; use {', '.join(REQUEST_SUFFIXES)}")
+    data = path.read_bytes()
+    if len(data) > MAX_REQUEST_FILE_BYTES:
+        raise RequestError(f"request file is {len(data)} bytes; the limit is {MAX_REQUEST_FILE_BYTES}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestError("request file is not UTF-8 text") from exc
+    if suffix in (".txt", ".md"):
+        return parse_requests(text)
+    try:
+        value = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise RequestError(f"cannot parse {path.name}: {exc}") from exc
+    return parse_requests(value)
+
+
+# -- the request queue (a folder) ------------------------------------------------------------
+class RequestQueue:
+    """``inbox/`` receives request files; the sensor moves each to ``accepted/`` or to
+    ``rejected/`` (with ``<name>.error.txt`` saying why), so the folder is its own audit trail."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).resolve()
+        self.inbox, self.accepted, self.rejected = (self.root / n for n in ("inbox", "accepted", "rejected"))
+
+    @classmethod
+    def from_env(cls, settings: ResearchSettings | None = None) -> RequestQueue:
+        configured = os.environ.get(REQUESTS_DIR_ENV)
+        return cls(configured or (settings or ResearchSettings.from_env()).artifacts_path / "requests")
+
+    def pending(self, limit: int = 20) -> list[Path]:
+        """Oldest first; dot files are writes in progress (see ``enqueue``)."""
+        if not self.inbox.is_dir():
+            return []
+        files = [p for p in self.inbox.iterdir() if p.is_file() and not p.name.startswith(".")]
+        return sorted(files, key=lambda p: (p.stat().st_mtime_ns, p.name))[:limit]
+
+    def enqueue(self, question: str, options: dict[str, Any] | None = None) -> Path:
+        """Validate and write one request file atomically (what ``deepresearch submit`` does)."""
+        (request,) = parse_requests({"question": question, "options": options or {}})
+        body = json.dumps(request.model_dump(), ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+        name = f"{time.strftime('%Y%m%dT%H%M%S')}-{sha256_bytes(body.encode())[:8]}.json"
+        path = self.inbox / name
+        atomic_write_bytes(path, body.encode("utf-8"))
+        return path
+
+    def _move(self, path: Path, folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / path.name
+        n = 1
+        while target.exists():
+            n += 1
+            target = folder / f"{path.stem}__{n}{path.suffix}"
+        os.replace(path, target)
+        return target
+
+    def accept(self, path: Path) -> Path:
+        return self._move(path, self.accepted)
+
+    def reject(self, path: Path, reason: str) -> Path:
+        target = self._move(path, self.rejected)
+        atomic_write_bytes(target.with_name(target.name + ".error.txt"), (reason.strip() + "\n").encode("utf-8"))
+        return target
+
+
+# -- recurring topics --------------------------------------------------------------------------
+RECURRING_KEY = re.compile(r"^(?P<slug>[a-z0-9][a-z0-9-]*?)--(?P<date>\d{4}-\d{2}-\d{2})$")
+DEFAULT_RECURRING_FILE = "recurring.yaml"
+
+
+class RecurringTopic(BaseModel):
+    """One topic researched on a cron schedule; each run is a new dated partition."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str
+    key: str | None = Field(default=None, description="slug for partition keys; default: slug of the question")
+    cron: str = "0 6 * * *"
+    timezone: str = "UTC"
+    status: Literal["running", "stopped"] = "running"
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("question")
+    @classmethod
+    def _question(cls, value: str) -> str:
+        try:
+            return validate_question(value)
+        except InvalidQuestion as exc:
+            raise ValueError(str(exc)) from exc
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return validate_options(value)
+        except RequestError as exc:
+            raise ValueError(str(exc)) from exc
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r}") from exc
+        return value
+
+    @property
+    def slug(self) -> str:
+        # No hash suffix: the date makes each partition unique and keeps keys readable.
+        return slugify(self.key or self.question, MAX_PARTITION_SLUG, sep="-", hash_on_cut=False)
+
+    def partition_key(self, day: date) -> str:
+        return recurring_key(self.slug, day)
+
+
+class RecurringConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    topics: list[RecurringTopic] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique(self) -> RecurringConfig:
+        slugs = [t.slug for t in self.topics]
+        duplicates = sorted({s for s in slugs if slugs.count(s) > 1})
+        if duplicates:
+            raise ValueError(f"two topics share the partition slug {', '.join(duplicates)}; give one a 'key'")
+        return self
+
+
+def recurring_key(slug: str, day: date) -> str:
+    return f"{slug}--{day.isoformat()}"
+
+
+def parse_recurring_key(partition_key: str) -> tuple[str, date] | None:
+    """``(slug, date)`` for a recurring partition; None for a one-off research (whose keys
+    never contain ``--``: slugify collapses separator runs)."""
+    match = RECURRING_KEY.match(partition_key)
+    if not match:
+        return None
+    try:
+        return match["slug"], date.fromisoformat(match["date"])
+    except ValueError:
+        return None
+
+
+def recurring_path() -> Path:
+    return Path(os.environ.get(RECURRING_ENV) or DEFAULT_RECURRING_FILE).resolve()
+
+
+def load_recurring(path: Path | None = None) -> RecurringConfig:
+    """The topics in ``recurring.yaml`` (or $DEEPRESEARCH_RECURRING); none when it is absent."""
+    path = path or recurring_path()
+    if not path.is_file():
+        return RecurringConfig()
+    try:
+        raw = yaml.safe_load(path.read_text("utf-8")) or {}
+        return RecurringConfig.model_validate(raw)
+    except yaml.YAMLError as exc:
+        raise RequestError(f"{path}: cannot parse YAML: {exc}") from exc
+    except ValidationError as exc:
+        raise RequestError(f"{path}: {_describe(exc)}") from exc
