@@ -139,7 +139,7 @@ def run_calls(
     each in request order. Raises BudgetExceeded after storing what was within the budget."""
     cache = ToolCache(ctx.lineage, ctx.settings.artifacts_path, ctx.settings.tool_cache_ttl_s)
     reservations, over_budget = [], None
-    for request in requests:
+    for _ in requests:
         try:
             reservations.append(ctx.budget.reserve(tool_calls=1))
         except BudgetExceeded as exc:
