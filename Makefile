@@ -26,8 +26,9 @@ test: install
 dev: install
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
+# Quick mode by default; `make bench BENCH_ARGS=--full` for the larger sizes.
 bench: install
-	$(BIN)/python benchmarks/extraction_f1.py
+	PYTHONPATH=$(CURDIR) $(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)
 
 lint: install
 	$(BIN)/ruff check deepresearch_dagster tests benchmarks

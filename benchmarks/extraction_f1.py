@@ -1,6 +1,7 @@
-"""Main-content extraction benchmark: token F1 of ``extract_html`` against Readability's expected output.
+"""Benchmark 7 — main-content extraction: token F1 of ``extract_html`` against Readability's expected output.
 
-Usage: python benchmarks/extraction_f1.py [--pages DIR] [--out FILE]
+Usage: python benchmarks/extraction_f1.py [--pages DIR] [--out FILE] [--full]
+(--full is accepted for the suite; every page is always scored.)
 
 Each page folder holds ``source.html`` (the raw page) and ``expected.html`` (its readable content); the score
 is bag-of-words F1 between our extracted text and the visible text of ``expected.html``.
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=Path, default=None, help="folder of page folders (source.html, expected.html)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where to write the JSON results")
+    parser.add_argument("--full", action="store_true", help="accepted for run_all.py; same pages either way")
     args = parser.parse_args(argv)
 
     pages_dir: Path = args.pages or default_pages()
@@ -69,7 +71,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'mean':<24} {mean_f1:>6.3f}   ({len(rows)} pages from {pages_dir})")
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    result = {"pages_dir": str(pages_dir), "pages": len(rows), "mean_f1": round(mean_f1, 4), "results": rows}
+    worst = min(rows, key=lambda r: float(r["f1"]))  # type: ignore[arg-type]
+    result = {
+        "benchmark": "extraction_f1",
+        "pages_dir": str(pages_dir),
+        "pages": len(rows),
+        "mean_f1": round(mean_f1, 4),
+        "results": rows,
+        "summary": [
+            {
+                "figure": f"mean token F1 ({len(rows)} pages)",
+                "value": round(mean_f1, 3),
+                "unit": "",
+                "goal": None,
+                "met": None,
+            },
+            {"figure": f"min token F1 ({worst['page']})", "value": worst["f1"], "unit": "", "goal": None, "met": None},
+        ],
+    }
     args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
     return 0

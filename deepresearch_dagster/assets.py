@@ -10,6 +10,7 @@ from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     AssetIn,
+    AssetMaterialization,
     Backoff,
     DynamicOut,
     DynamicOutput,
@@ -26,6 +27,7 @@ from dagster import (
 from dagster_duckdb import DuckDBResource
 
 from .core.artifact_store import ArtifactReader
+from .core.changes import add_what_changed
 from .core.context import ResearchContext, logger
 from .core.engines.base import EngineError
 from .core.models import Report, ResearchPlan, SummaryBundle, SummaryRecord, ToolCallRecord, ToolOutputs
@@ -148,7 +150,25 @@ def tool_outputs(
     ctx = _context(context, research, duckdb)
     with _stage(ctx, "tool_outputs"):
         outputs = research_stage(ctx, research_plan)
+    if research_plan.followup_steps:
+        # The critic extended the plan (plan.json was rewritten): show it on the plan asset too.
+        context.log_event(
+            AssetMaterialization(
+                asset_key="research_plan",
+                partition=context.partition_key,
+                description="Plan extended with the critic's follow-up steps",
+                metadata={
+                    "plan": MetadataValue.md(research_plan.as_markdown()),
+                    "steps": len(research_plan.all_steps),
+                    "followup_steps": len(research_plan.followup_steps),
+                },
+            )
+        )
     metadata = _reduction_metadata(ctx)
+    metadata["critic"] = MetadataValue.json(outputs.critic_rounds)
+    metadata["stop_reason"] = outputs.stop_reason
+    metadata["complete"] = outputs.complete
+    metadata["budget"] = MetadataValue.json(ctx.budget.snapshot())
     metadata["artifacts_dir"] = MetadataValue.path(str(ctx.store.raw_dir(research_plan.plan_title)))
     metadata["calls"] = MetadataValue.md(
         "| call | tool | artifact | raw tokens |\n|---|---|---|---|\n"
@@ -235,7 +255,7 @@ def compressed_summaries(tool_outputs: ToolOutputs) -> SummaryBundle:
     group_name=GROUP,
     kinds={"python", "markdown"},
     retry_policy=MODEL_RETRY,
-    ins={"research_plan": AssetIn(), "compressed_summaries": AssetIn()},
+    ins={"research_plan": AssetIn(), "tool_outputs": AssetIn(), "compressed_summaries": AssetIn()},
     check_specs=[AssetCheckSpec("citations_resolve", asset="research_report")],
     description="The cited report (report.md + report.json) written from the working memory.",
 )
@@ -244,16 +264,36 @@ def research_report(
     research: ResearchConfig,
     duckdb: DuckDBResource,
     research_plan: ResearchPlan,
+    tool_outputs: ToolOutputs,
     compressed_summaries: SummaryBundle,
 ) -> Iterator[Output[Report] | AssetCheckResult]:
     ctx = _context(context, research, duckdb)
     with _stage(ctx, "research_report"):
-        report = report_stage(ctx, research_plan, compressed_summaries)
+        report = report_stage(ctx, research_plan, compressed_summaries, tool_outputs)
+        # Recurring partitions (<slug>--YYYY-MM-DD) get "What changed since <previous date>".
+        report = add_what_changed(ctx, report, compressed_summaries)
     metadata = _reduction_metadata(ctx)
+    if report.what_changed is not None:
+        changed = report.what_changed
+        metadata["what_changed_since"] = changed.previous_date
+        metadata["what_changed"] = MetadataValue.json(
+            {
+                "previous_partition": changed.previous_partition,
+                "new_sources": len(changed.new_sources),
+                "dropped_sources": len(changed.dropped_sources),
+                "findings_added": len(changed.findings_added),
+                "findings_no_longer_supported": len(changed.findings_no_longer_supported),
+            }
+        )
     metadata.update(
         {
             "report": MetadataValue.md(report.markdown),
             "citations": len(report.citations),
+            "verified_citations": report.verified_citations,
+            "unverified_citations": report.unverified_citations,
+            "sufficiency_scores": MetadataValue.json(report.sufficiency_scores),
+            "complete": report.complete,
+            "budget": MetadataValue.json(ctx.budget.snapshot()),
             "reporter_model": report.reporter_model,
             "report_md": MetadataValue.path(str(ctx.store.partition_dir / "report.md")),
         }
@@ -264,7 +304,8 @@ def research_report(
     dangling = "Unresolved citation numbers" in report.markdown
     yield AssetCheckResult(
         check_name="citations_resolve",
-        passed=not unresolved and not dangling and bool(report.citations),
+        # A direct answer (depth 0, no tools) legitimately cites nothing.
+        passed=not unresolved and not dangling and (bool(report.citations) or tool_outputs.direct_answer),
         metadata={"citations": len(report.citations), "unresolved": MetadataValue.json(unresolved)},
     )
 

@@ -21,6 +21,21 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
+# Request options settable from `deepresearch run` (settings.REQUEST_OPTIONS); None = default.
+KNOB_FLAGS: dict[str, tuple[str, type, str]] = {
+    "depth": ("--depth", int, "reflection rounds after the first pass (default 1; 0 = none)"),
+    "breadth": ("--breadth", int, "query variants searched per step (default 3)"),
+    "max_steps": ("--max-steps", int, "plan steps (default 5, at most 7)"),
+    "max_sources_per_step": ("--max-sources", int, "top-ranked sources read per step (default 2)"),
+    "max_tool_calls_per_step": ("--tool-calls", int, "tool calls per step (default 8)"),
+    "budget_tokens": ("--budget-tokens", int, "token cap for the research (default 400000)"),
+    "budget_dollars": ("--budget-dollars", float, "dollar cap (default 2.0)"),
+    "budget_llm_calls": ("--budget-llm-calls", int, "LLM call cap (default 300)"),
+    "budget_tool_calls": ("--budget-tool-calls", int, "tool call cap (default 150)"),
+    "budget_wall_s": ("--budget-seconds", float, "wall-time cap in seconds (default 3600)"),
+}
+
+
 class UsageError(Exception):
     """Bad input from the user: one line on stderr, exit code 2."""
 
@@ -74,7 +89,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     lineage = LineageStore.at(settings.duckdb_file)
     options = {"engine": args.engine, "corpus_dir": settings.corpus_dir or None}
-    key = register(lineage, question, {k: v for k, v in options.items() if v})
+    options.update({key: getattr(args, key) for key in KNOB_FLAGS})
+    key = register(lineage, question, {k: v for k, v in options.items() if v is not None})
     instance = DagsterInstance.get()
     if not instance.has_dynamic_partition(RESEARCH_PARTITIONS_NAME, key):
         instance.add_dynamic_partitions(RESEARCH_PARTITIONS_NAME, [key])
@@ -124,7 +140,13 @@ def failure_reasons(events: list[Any]) -> list[str]:
 
 def _summary(lineage: Any, key: str, settings: Any, partition_dir: Path) -> dict[str, Any]:
     plan = json.loads((partition_dir / "plan.json").read_text("utf-8"))
+    report = json.loads((partition_dir / "report.json").read_text("utf-8"))
     figures = lineage.reduction(key)
+    budget = lineage.query(
+        "SELECT dimension, spent, cap FROM budget_ledger WHERE partition_key = ? AND stage = 'research_report' "
+        "ORDER BY created_at DESC LIMIT 5",
+        [key],
+    )
     from .core.naming import plan_folder
 
     return {
@@ -135,6 +157,11 @@ def _summary(lineage: Any, key: str, settings: Any, partition_dir: Path) -> dict
         "artifacts_dir": str(partition_dir / plan_folder(plan["plan_title"])),
         "duckdb": str(settings.duckdb_file),
         **figures,
+        "sufficiency_scores": report.get("sufficiency_scores", []),
+        "verified_citations": report.get("verified_citations", 0),
+        "unverified_citations": report.get("unverified_citations", 0),
+        "complete": report.get("complete", True),
+        "budget": {r["dimension"]: {"spent": r["spent"], "cap": r["cap"]} for r in budget},
     }
 
 
@@ -152,6 +179,12 @@ def _print_figures(summary: dict[str, Any]) -> None:
     ]:
         table.add_row(label, str(summary[key]))
     table.add_row("context reduction", f"{summary['context_reduction']}%")
+    table.add_row("sufficiency by round", ", ".join(map(str, summary["sufficiency_scores"])) or "-")
+    table.add_row(
+        "citations verified / removed", f"{summary['verified_citations']} / {summary['unverified_citations']}"
+    )
+    for dim, figures in summary["budget"].items():
+        table.add_row(f"budget {dim}", f"{figures['spent']:.4g} of {figures['cap']:.4g}")
     console = Console(soft_wrap=True)
     console.print(table)
     console.print(f"report: {summary['report_md']}")
@@ -288,6 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print one JSON object with the figures")
     run.add_argument("--show-report", action="store_true", help="print the report before the figures")
     run.add_argument("--quiet", action="store_true", help="no progress lines")
+    knobs = run.add_argument_group("research size and budget (defaults in README)")
+    for option, (flag, kind, text) in KNOB_FLAGS.items():
+        knobs.add_argument(flag, dest=option, type=kind, help=text)
     run.set_defaults(func=cmd_run)
 
     ls = sub.add_parser("ls", help="list researches with status and figures")
@@ -306,6 +342,10 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("inputs", nargs="+", metavar="PATH_OR_URL")
     ext.add_argument("--json", action="store_true", help="one JSON line per input: source, title, text")
     ext.set_defaults(func=cmd_extract)
+
+    from .cli_ops import add_operation_commands  # audit, metrics, submit, recompress, rewrite-report
+
+    add_operation_commands(sub)
     return parser
 
 
@@ -322,4 +362,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the package's module, not this __main__ copy: subcommand modules (cli_ops) import
+    # deepresearch_dagster.cli, and its UsageError must be the one main() catches.
+    from deepresearch_dagster.cli import main as package_main
+
+    sys.exit(package_main())

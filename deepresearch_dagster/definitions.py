@@ -1,24 +1,26 @@
 """Dagster definitions: ``dagster dev`` / ``dg dev`` load this module."""
 
-from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
+from dagster import Definitions, in_process_executor
 
 from .assets import research_assets
-from .partitions import research_partitions
+from .checks import research_checks
+from .jobs import all_jobs, research_job
 from .resources import default_resources
+from .schedules import recurring_schedules
+from .sensors import research_requests_sensor
 
-research_job = define_asset_job(
-    "research_job",
-    selection=AssetSelection.assets(*research_assets),
-    partitions_def=research_partitions,
-    description="Plan, research, compress and report one research partition.",
-)
+__all__ = ["build_definitions", "defs", "research_job"]
 
 
 def build_definitions() -> Definitions:
     """Resources read the environment when built, so the CLI and tests build their own."""
     return Definitions(
         assets=research_assets,
-        jobs=[research_job],
+        asset_checks=research_checks,
+        jobs=all_jobs,
+        sensors=[research_requests_sensor],
+        # One schedule per topic in recurring.yaml ($DEEPRESEARCH_RECURRING), read at load time.
+        schedules=recurring_schedules(),
         resources=default_resources(),
         # One process per run: the loop and the mapped compression op share DuckDB without
         # contending for its single-writer lock, and no per-op process start-up is paid.

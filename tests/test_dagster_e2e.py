@@ -56,7 +56,12 @@ def test_offline_research_materializes_all_four_assets(isolated_env):
         for e in result.all_events
         if e.event_type_value == "ASSET_CHECK_EVALUATION"
     }
-    assert checks == {"plan_is_valid": True, "raw_artifacts_match_lineage": True, "citations_resolve": True}
+    assert checks == {
+        "plan_is_valid": True,
+        "raw_artifacts_match_lineage": True,
+        "summaries_match_lineage": True,
+        "citations_resolve": True,
+    }
 
     with duckdb.connect(str(settings.duckdb_file), read_only=True) as conn:
         rows = conn.execute("SELECT artifact_path, sha256 FROM tool_calls WHERE partition_key = ?", [key]).fetchall()

@@ -17,7 +17,8 @@ def test_research_through_the_openai_client(fake_openai, corpus_dir):
     )
     assert result.success
     roles = {r: len(fake_openai.requests_for(r)) for r in ("planner", "researcher", "compressor", "reporter")}
-    assert roles["planner"] == 1 and roles["reporter"] == 2  # artifact lookups, then the report
+    # Reporter: artifact lookups, the outline, then one call per section (5).
+    assert roles["planner"] == 1 and roles["reporter"] == 7
     assert roles["researcher"] >= 2 and roles["compressor"] >= 2
 
     # The researcher chose tools via OpenAI tool calling, from the pydantic argument models.
@@ -44,7 +45,7 @@ def test_research_through_the_openai_client(fake_openai, corpus_dir):
 
     lineage = LineageStore.at(settings.duckdb_file)
     rows = lineage.query("SELECT role, model, prompt_tokens FROM llm_calls WHERE partition_key = ?", [key])
-    assert {r["role"] for r in rows} == {"planner", "researcher", "compressor", "reporter"}
+    assert {r["role"] for r in rows} == {"planner", "researcher", "compressor", "critic", "reporter"}
     assert all(r["prompt_tokens"] > 0 for r in rows)  # provider-reported usage
     report = (partition / "report.md").read_text()
     assert "[1]" in report and "## References" in report

@@ -217,6 +217,8 @@ class Citation(BaseModel):
     source_title: str | None
     artifact_file: str
     summary_title: str
+    quote: str | None = None  # the supporting text found in the stored raw artifact
+    verified: bool = False
 
 
 class SourceRef(BaseModel):
@@ -245,6 +247,15 @@ class Report(BaseModel):
     citations: list[Citation]
     reporter_model: str
     what_changed: WhatChanged | None = None
+    # Every [n] occurrence checked against the raw artifacts (unverified ones were removed).
+    citation_checks: list[dict[str, Any]] = Field(default_factory=list)
+    verified_citations: int = 0
+    unverified_citations: int = 0
+    sufficiency_scores: list[int] = Field(default_factory=list)
+    complete: bool = True
+    stop_reason: str = "complete"
+    warnings: list[str] = Field(default_factory=list)
+    source_scores: list[dict[str, Any]] = Field(default_factory=list)
 
     @model_serializer(mode="wrap")
     def _omit_absent_changes(self, handler: Any) -> Any:

@@ -118,7 +118,13 @@ def plan_stage(ctx: ResearchContext) -> ResearchPlan:
 
 
 def research_stage(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
-    return execute_plan(ctx, plan)
+    """Runs the steps and reflection rounds; the plan gains the critic's follow-up steps, so it is
+    stored again (plan.json) with them."""
+    outputs = execute_plan(ctx, plan)
+    if plan.followup_steps:
+        save_stage(ctx.store, "research_plan", plan)
+    ctx.lineage.record_budget(ctx.partition_key, ctx.run_id, "tool_outputs", ctx.budget.snapshot())
+    return outputs
 
 
 def read_raw(ctx: ResearchContext, relpath: str, sha256: str) -> str:
@@ -150,9 +156,11 @@ def compression_stage(ctx: ResearchContext, plan: ResearchPlan, outputs: ToolOut
     return summaries_bundle(ctx, [compress_one(ctx, plan, rec) for rec in outputs.calls])
 
 
-def report_stage(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle) -> Report:
+def report_stage(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle, outputs: ToolOutputs) -> Report:
     ctx.log("writing the report")
-    return write_report(ctx, plan, bundle)
+    report = write_report(ctx, plan, bundle, outputs)
+    ctx.lineage.record_budget(ctx.partition_key, ctx.run_id, "research_report", ctx.budget.snapshot())
+    return report
 
 
 def run_research(
@@ -171,6 +179,6 @@ def run_research(
     save_stage(ctx.store, "tool_outputs", outputs)
     bundle = compression_stage(ctx, plan, outputs)
     save_stage(ctx.store, "compressed_summaries", bundle)
-    report = report_stage(ctx, plan, bundle)
+    report = report_stage(ctx, plan, bundle, outputs)
     save_stage(ctx.store, "research_report", report)
     return ctx, report

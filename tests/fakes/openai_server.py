@@ -53,7 +53,7 @@ def default_answer(role: str, body: dict[str, Any]) -> dict[str, Any]:
         }
     if role == "researcher":
         summaries = [json.loads(m["content"]) for m in messages if m["role"] == "assistant"]
-        step = re.search(r"Current step \d+: (.+)", messages[1]["content"]).group(1)
+        step = re.search(r"Current step (\S+): (.+)", messages[1]["content"]).group(2)
         tools = {t["function"]["name"] for t in body.get("tools", [])}
         search, read, arg = (
             ("web_search", "fetch_url", "url") if "web_search" in tools else ("local_search", "read_document", "path")
@@ -89,9 +89,15 @@ def default_answer(role: str, body: dict[str, Any]) -> dict[str, Any]:
     if role == "critic":
         return {"content": json.dumps({"sufficiency": 8, "gaps": [], "contradictions": [], "recommendation": "ok"})}
     if role == "reporter":
-        cited = sorted(set(re.findall(r"^\[(\d+)\]", messages[-1]["content"], re.M)), key=int)
-        body_md = "# Fake report\n\n" + "\n".join(f"- Finding from source {n} [{n}]" for n in cited)
-        return {"content": json.dumps({"markdown": body_md})}
+        ask = messages[-1]["content"] or ""
+        if ask.startswith("Write the outline"):
+            headings = re.search(r"in order: (.+)\.", ask).group(1).split(", ")
+            return {"content": json.dumps({"sections": [{"heading": h, "points": []} for h in headings]})}
+        # A section (or the direct answer): quote each source's first summary sentence, cited.
+        memory = next(m["content"] for m in messages if m["role"] == "user" and "Working memory:" in m["content"])
+        blocks = re.findall(r"^\[(\d+)\] [^\n]*\n([^\n]+)", memory, re.M)
+        lines = [f"- {_SENTENCE.split(text)[0]} [{n}]" for n, text in blocks]
+        return {"content": json.dumps({"markdown": "\n".join(dict.fromkeys(lines)) or "No sources were consulted."})}
     return {"content": "unknown role"}
 
 

@@ -143,7 +143,9 @@ class _QuietServer(ThreadingHTTPServer):
 
 
 class FakeSearchServer:
-    def __init__(self) -> None:
+    def __init__(self, latency_s: float = 0.0) -> None:
+        """``latency_s`` is added to every request, like a provider's response time (benchmarks)."""
+        self.latency_s = latency_s
         self.behaviour: dict[str, ProviderBehaviour] = {p: ProviderBehaviour() for p in PROVIDERS}
         self.requests: list[RecordedRequest] = []
         self.lock = threading.Lock()
@@ -215,6 +217,8 @@ class FakeSearchServer:
                 if provider is None:
                     self.send_error(404)
                     return
+                if server.latency_s:
+                    time.sleep(server.latency_s)
                 try:
                     body = json.loads(raw) if raw else None
                 except ValueError:

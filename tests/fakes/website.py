@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -75,9 +76,13 @@ class _QuietServer(ThreadingHTTPServer):
 class FakeWebsite:
     """Threaded HTTP server on 127.0.0.1:<free port>; use as a context manager."""
 
-    def __init__(self, *, robots_txt: str | None = ROBOTS_TXT, slow_seconds: float = 3.0) -> None:
+    def __init__(
+        self, *, robots_txt: str | None = ROBOTS_TXT, slow_seconds: float = 3.0, latency_s: float = 0.0
+    ) -> None:
+        """``latency_s`` is added to every request, like a remote site's response time (benchmarks)."""
         self.robots_txt = robots_txt
         self.slow_seconds = slow_seconds
+        self.latency_s = latency_s
         self.requests: list[tuple[str, dict[str, str]]] = []
         self._stop = threading.Event()
         self._pdf = make_pdf(PDF_TEXT)
@@ -169,6 +174,8 @@ class FakeWebsite:
 
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
+                if site.latency_s:
+                    time.sleep(site.latency_s)
                 site.requests.append((path, dict(self.headers.items())))
                 route = site.routes.get(path)
                 if route is None:

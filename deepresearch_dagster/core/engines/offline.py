@@ -173,9 +173,14 @@ class OfflineEngine:
 
     # -- reporter ------------------------------------------------------------------------
     def _report(self, payload: dict[str, Any]) -> tuple[str, list[ToolCallRequest]]:
-        if payload.get("phase") == "lookup":
+        phase = payload.get("phase")
+        if phase == "lookup":
             return "no lookups", []  # the extractive reporter quotes summaries only
-        return json.dumps({"markdown": extractive_report(payload)}), []
+        if phase == "outline":
+            return json.dumps({"sections": [{"heading": h, "points": []} for h in REPORT_SECTIONS]}), []
+        if phase == "direct":
+            return json.dumps({"markdown": direct_answer_text(payload)}), []
+        return json.dumps({"markdown": extractive_section(payload["section"], payload)}), []
 
 
 def _not_useful(reason: str, step_title: str) -> dict[str, Any]:
@@ -363,55 +368,100 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def extractive_report(payload: dict[str, Any]) -> str:
-    """Markdown body quoting the working memory, every sentence cited as ``[n]``."""
-    plan = payload["plan"]
-    sources = payload["sources"]
-    by_step: dict[str, list[dict[str, Any]]] = {}
-    for src in sources:
-        by_step.setdefault(str(src["step_id"]), []).append(src)
-    seen: set[str] = set()
+REPORT_SECTIONS = ("Executive summary", "Key findings", "Analysis", "Limitations", "Suggested next steps")
 
-    def fresh(sentence: str) -> bool:
-        key = " ".join(sentence.lower().split())
-        if key in seen:
-            return False
-        seen.add(key)
-        return True
 
-    lines = [f"# {plan['plan_title']}", "", f"**Question:** {payload['question']}", ""]
-    lines += ["## Executive summary", ""]
-    exec_lines = []
+def extractive_section(heading: str, payload: dict[str, Any]) -> str:
+    """One report section quoting the working memory; every factual sentence cites ``[n]``."""
+    writer = {
+        "Executive summary": _exec_summary,
+        "Key findings": _key_findings,
+        "Analysis": _analysis,
+        "Limitations": _limitations,
+        "Suggested next steps": _next_steps,
+    }.get(heading)
+    return writer(payload) if writer else "No content for this section."
+
+
+def _by_step(payload: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for src in payload["sources"]:
+        out.setdefault(str(src["step_id"]), []).append(src)
+    return out
+
+
+def _all_steps(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*plan["steps"], *plan.get("followup_steps", [])]
+
+
+def _exec_summary(payload: dict[str, Any]) -> str:
     question_terms = set(content_terms(payload["question"]))
-    for step in plan["steps"]:
+    by_step = _by_step(payload)
+    lines: list[str] = []
+    for step in _all_steps(payload["plan"]):
         for src in by_step.get(str(step["step_id"]), [])[:1]:
-            best = max(
-                split_sentences(src["summary"]),
-                key=lambda s: len(question_terms & set(content_terms(s))),
-            )
-            if fresh(best):
-                exec_lines.append(f"{best} [{src['n']}]")
-    lines.append(" ".join(exec_lines) if exec_lines else "The research found no useful sources.")
-    lines += ["", "## Findings", ""]
-    for step in plan["steps"]:
-        lines += [f"### {step['step_id']}. {step['title']}", ""]
-        found = False
+            best = max(split_sentences(src["summary"]), key=lambda s: len(question_terms & set(content_terms(s))))
+            line = f"{best} [{src['n']}]"
+            if line not in lines:
+                lines.append(line)
+    return " ".join(lines[:6]) if lines else "The research found no useful sources."
+
+
+def _key_findings(payload: dict[str, Any]) -> str:
+    by_step = _by_step(payload)
+    seen: set[str] = set()
+    blocks: list[str] = []
+    for step in _all_steps(payload["plan"]):
+        bullets = []
         for src in by_step.get(str(step["step_id"]), []):
-            for sentence in split_sentences(src["summary"]) + list(src["extraction"]):
-                if fresh(sentence):
-                    lines.append(f"- {sentence} [{src['n']}]")
-                    found = True
-        if not found:
-            lines.append("- No useful source was found for this step.")
-        lines.append("")
-    lines += ["## Limitations", ""]
-    lines.append(
-        "- Written by the offline extractive engine: every finding is a sentence quoted from a "
-        "compressed source summary, not a synthesis."
-    )
-    not_useful = int(payload.get("not_useful_count", 0))
-    if not_useful:
-        lines.append(
-            f"- {not_useful} tool call(s) were judged not useful; their raw outputs stay in the artifact folder."
+            for sentence in [*split_sentences(src["summary"]), *src["extraction"]]:
+                key = " ".join(sentence.lower().split())
+                if key not in seen:
+                    seen.add(key)
+                    bullets.append(f"- {sentence} [{src['n']}]")
+        blocks.append(
+            f"### {step['step_id']}. {step['title']}\n\n" + ("\n".join(bullets) or "- No useful source was found.")
         )
-    return "\n".join(lines).rstrip() + "\n"
+    return "\n\n".join(blocks)
+
+
+def _analysis(payload: dict[str, Any]) -> str:
+    corroborated = payload.get("corroborated", [])
+    rounds = payload.get("critic_rounds", [])
+    parts = []
+    if corroborated:
+        parts.append("These findings are stated by two or more independent sources:")
+        parts.append("\n".join(f"- {claim} {''.join(f'[{n}]' for n in ns)}" for claim, ns in corroborated[:6]))
+    else:
+        parts.append("No finding was stated by more than one independent source.")
+    if rounds:
+        scores = ", ".join(f"round {r['round']}: {r['verdict']['sufficiency']}/10" for r in rounds)
+        parts.append(f"The critic's sufficiency scores were {scores}.")
+    return "\n\n".join(parts)
+
+
+def _limitations(payload: dict[str, Any]) -> str:
+    return (
+        "- Written by the offline extractive engine: every finding is a sentence quoted from a compressed "
+        "source summary, not a synthesis."
+    )
+
+
+def _next_steps(payload: dict[str, Any]) -> str:
+    gaps = payload.get("open_gaps", [])
+    if not gaps:
+        return "- The critic named no open gaps; widen the corpus or enable web search to test the findings."
+    return "\n".join(f'- {g["description"]} Suggested query: "{g["suggested_query"]}".' for g in gaps[:5])
+
+
+def extractive_report(payload: dict[str, Any]) -> str:
+    """The whole report body without a model (used when the reporter model fails)."""
+    return "\n\n".join(f"## {h}\n\n{extractive_section(h, payload)}" for h in REPORT_SECTIONS)
+
+
+def direct_answer_text(payload: dict[str, Any]) -> str:
+    return (
+        "The planner judged this question answerable from model knowledge and the depth was 0, so no "
+        "tools were called and no sources were consulted. The offline engine has no model knowledge of "
+        "its own: configure a model for a direct answer, or run with depth 1 or more to research it."
+    )

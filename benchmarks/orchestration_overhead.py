@@ -1,0 +1,228 @@
+"""Benchmark 4 — orchestration overhead: wall time ÷ time spent waiting on (fake) external calls.
+
+Inputs: the web research of benchmark 3 (benchmarks/common.BenchModelServer: 3-step plan, per step
+three search queries and three pages) against the fake OpenAI-compatible server, the fake Brave
+search API and the fake website on 127.0.0.1, each adding a fixed latency to every request
+(quick: 200 ms; --full: 50 ms and 200 ms, 3 repetitions each, median reported).
+
+  plain    one research through core.pipeline.run_research (plain Python)
+  dagster  research_job.execute_in_process(partition_key=…) in a temp DAGSTER_HOME with the
+           project's dagster.yaml (partition registered and definitions built before timing;
+           console log level ERROR, like `deepresearch run`)
+
+Critical path: the research fans out (concurrent search queries and page reads), so the calls are
+not all sequential. The critical-path latency is measured as the union of the intervals during
+which at least one fake call was in flight (each interval = the fixed latency + the fake's answer).
+wall − critical path = time when nothing external was pending = orchestration and local work.
+"sum of latencies" (requests × latency) is shown for reference; it exceeds the critical path by
+what the fan-out saves. A small warm-up research (1 step, latency 0) runs first so imports are not
+counted. Diagnostic: the number of duckdb.connect calls in the run and the time spent inside them
+(lineage writes open a short-lived connection each, so several processes can share the file).
+Goal: wall ÷ critical path ≤ 1.10.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from common import (
+    CONNECTS,
+    WebServices,
+    busy_seconds,
+    clean_env,
+    count_duckdb_connects,
+    figure,
+    guard_extractive_compressor,
+    load_pages,
+    make_dagster_home,
+    pages_dir,
+    parse_args,
+    print_table,
+    question,
+    web_services,
+    write_result,
+)
+
+from deepresearch_dagster.core.web.fetch import clear_robots_cache
+
+GOAL = 1.10
+
+
+def set_latency(services: WebServices, latency: float) -> None:
+    services.model.latency_s = services.search.latency_s = services.site.latency_s = latency
+
+
+def counts(services: WebServices) -> tuple[int, int, int]:
+    return len(services.model.requests), len(services.search.requests), len(services.site.requests)
+
+
+def run_plain(root: Path, services: WebServices, index: int) -> float:
+    from deepresearch_dagster.core.pipeline import run_research
+    from deepresearch_dagster.core.settings import ResearchSettings
+
+    settings = ResearchSettings.from_env(
+        artifacts_dir=str(root / "artifacts"), duckdb_path=str(root / "lineage.duckdb")
+    )
+    start = time.perf_counter()
+    run_research(question(index), settings, log=lambda m: None)
+    return time.perf_counter() - start
+
+
+def run_dagster(root: Path, services: WebServices, index: int) -> tuple[float, float]:
+    """Returns (materialization wall, set-up time excluded from it)."""
+    setup = time.perf_counter()
+    os.environ["DAGSTER_HOME"] = str(make_dagster_home(root / "dagster_home"))
+    os.environ["DEEPRESEARCH_ARTIFACTS_DIR"] = str(root / "artifacts")
+    os.environ["DEEPRESEARCH_DUCKDB"] = str(root / "lineage.duckdb")
+    from dagster import DagsterInstance
+
+    from deepresearch_dagster.core.lineage import LineageStore
+    from deepresearch_dagster.core.pipeline import register
+    from deepresearch_dagster.core.settings import ResearchSettings
+    from deepresearch_dagster.definitions import build_definitions
+    from deepresearch_dagster.partitions import RESEARCH_PARTITIONS_NAME
+
+    settings = ResearchSettings.from_env()
+    key = register(LineageStore.at(settings.duckdb_file), question(index))
+    instance = DagsterInstance.get()
+    instance.add_dynamic_partitions(RESEARCH_PARTITIONS_NAME, [key])
+    job = build_definitions().resolve_job_def("research_job")
+    setup_s = time.perf_counter() - setup
+    start = time.perf_counter()
+    result = job.execute_in_process(
+        partition_key=key,
+        instance=instance,
+        raise_on_error=False,
+        run_config={"loggers": {"console": {"config": {"log_level": "ERROR"}}}},
+    )
+    wall = time.perf_counter() - start
+    if not result.success:
+        from deepresearch_dagster.cli import failure_reasons
+
+        raise RuntimeError(f"dagster run failed: {failure_reasons(result.all_events)}")
+    return wall, setup_s
+
+
+def measure(tmp: Path, services: WebServices, kind: str, latency: float, index: int) -> dict[str, Any]:
+    clear_robots_cache()
+    services.model.reset_state()
+    set_latency(services, latency)
+    root = tmp / f"{kind}-{latency}-{index}"
+    before = counts(services)
+    connects_before = dict(CONNECTS)
+    since = time.perf_counter()
+    setup_s = 0.0
+    if kind == "plain":
+        wall = run_plain(root, services, index)
+    else:
+        wall, setup_s = run_dagster(root, services, index)
+        since += setup_s  # set-up is excluded from the wall time; count calls of the run only
+    after = counts(services)
+    connects = {"n": CONNECTS["n"] - connects_before["n"], "s": round(CONNECTS["s"] - connects_before["s"], 3)}
+    llm, search, web = (a - b for a, b in zip(after, before, strict=True))
+    critical = busy_seconds(services.intervals(), since=since)
+    return {
+        "kind": kind,
+        "latency_s": latency,
+        "wall_s": round(wall, 3),
+        "critical_path_s": round(critical, 3),
+        "ratio": round(wall / critical, 3) if critical else None,
+        "overhead_s": round(wall - critical, 3),
+        "requests": {"llm": llm, "search": search, "web": web},
+        "sum_of_latencies_s": round((llm + search + web) * latency, 3),
+        "setup_excluded_s": round(setup_s, 3),
+        "duckdb_connects": connects,  # including the excluded set-up for dagster (a few)
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(__doc__, argv)
+    clean_env()
+    guard = guard_extractive_compressor()
+    count_duckdb_connects()
+    pages = load_pages()
+    latencies = [0.05, 0.2] if args.full else [0.2]
+    reps = 3 if args.full else 1
+    print(f"inputs: {len(pages)} pages from {pages_dir()}; latencies {latencies} s; {reps} repetition(s)")
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp_name, web_services(pages) as services:
+        tmp = Path(tmp_name)
+        os.environ.update(services.env)
+        services.model.steps = 1  # a small warm-up research: imports and first-use costs only
+        warm = [measure(tmp, services, kind, 0.0, 90 + i) for i, kind in enumerate(("plain", "dagster"))]
+        services.model.steps = 3
+        print(f"warm-up (latency 0): plain {warm[0]['wall_s']} s, dagster {warm[1]['wall_s']} s")
+        index = 1
+        for latency in latencies:
+            for _ in range(reps):
+                for kind in ("plain", "dagster"):
+                    rows.append(measure(tmp, services, kind, latency, index))
+                index += 1
+
+    table, results = [], {}
+    for latency in latencies:
+        for kind in ("plain", "dagster"):
+            runs = [r for r in rows if r["kind"] == kind and r["latency_s"] == latency]
+            best = sorted(runs, key=lambda r: r["ratio"])[len(runs) // 2]  # the median run
+            results[f"{kind}@{int(latency * 1000)}ms"] = {
+                **best,
+                "ratio_median": statistics.median(r["ratio"] for r in runs),
+                "runs": runs,
+            }
+            req = best["requests"]
+            table.append(
+                [
+                    kind,
+                    f"{int(latency * 1000)} ms",
+                    f"{req['llm']}/{req['search']}/{req['web']}",
+                    best["sum_of_latencies_s"],
+                    best["critical_path_s"],
+                    best["wall_s"],
+                    best["overhead_s"],
+                    f"{best['duckdb_connects']['n']} / {best['duckdb_connects']['s']:.2f} s",
+                    statistics.median(r["ratio"] for r in runs),
+                ]
+            )
+    print_table(
+        [
+            "run",
+            "latency",
+            "requests llm/search/web",
+            "sum of latencies s",
+            "critical path s",
+            "wall s",
+            "overhead s",
+            "duckdb.connect n / time",
+            "wall ÷ critical",
+        ],
+        table,
+        title="orchestration overhead (median of repetitions)",
+    )
+    print(f"extractive-compressor bug workaround: {guard['padded']} of {guard['calls']} summaries padded")
+    summary = []
+    for name, res in results.items():
+        value = res["ratio_median"]
+        summary.append(figure(f"wall ÷ critical path ({name})", value, "≤ 1.10", value <= GOAL, "×"))
+    write_result(
+        "orchestration_overhead",
+        {
+            "mode": "full" if args.full else "quick",
+            "inputs": {"pages_dir": str(pages_dir()), "latencies_s": latencies, "repetitions": reps},
+            "goal": "wall ÷ critical-path latency ≤ 1.10",
+            "warm_up": warm,
+            "results": results,
+            "extractive_summaries_padded": guard,
+            "summary": summary,
+        },
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

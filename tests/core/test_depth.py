@@ -1,0 +1,164 @@
+"""Reflection rounds, direct answers, budgets and fan-out (issue: research depth and quality)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from pydantic import BaseModel
+
+from deepresearch_dagster.core.budget import BudgetExceeded, BudgetLedger, BudgetLimits
+from deepresearch_dagster.core.engines.base import ToolCallRequest
+from deepresearch_dagster.core.pipeline import run_research
+from deepresearch_dagster.core.retrieval import rank_results, run_concurrently
+from deepresearch_dagster.core.settings import ResearchSettings
+from deepresearch_dagster.core.tools import Tool, Toolbox, ToolResult
+
+
+def _settings(corpus_dir, **kw) -> ResearchSettings:
+    return ResearchSettings.from_env(corpus_dir=str(corpus_dir), **kw)
+
+
+def _verdict(score: int, *queries: str) -> str:
+    gaps = [{"description": f"Missing {q}.", "severity": "high", "suggested_query": q} for q in queries]
+    return json.dumps({"sufficiency": score, "gaps": gaps, "contradictions": [], "recommendation": "more"})
+
+
+def test_iterates_until_sufficient(fake_openai):
+    # The bundled corpus, so that the follow-up query can find documents the first pass did not read.
+    fake_openai.script("critic", _verdict(4, "recycling solid-state batteries end of life"), _verdict(8))
+    settings = ResearchSettings.from_env(engine="openai", depth=2)
+    ctx, report = run_research("How do solid-state batteries work?", settings)
+    outputs = json.loads(ctx.store.read_text("tool_outputs.json"))
+    assert [r["decision"] for r in outputs["critic_rounds"]] == ["follow_up", "sufficient"]
+    assert [s["step_id"] for s in outputs["followup_steps"]] == ["R1_1"]
+    plan = json.loads(ctx.store.read_text("plan.json"))
+    assert [s["step_id"] for s in plan["followup_steps"]] == ["R1_1"]  # shown with the plan
+    followup_files = [c["artifact_file"] for c in outputs["calls"] if c["step_id"] == "R1_1"]
+    assert followup_files and all("__stepr1_1_" in f for f in followup_files)
+    assert report.sufficiency_scores == [4, 8] and report.complete
+    assert "Research may be incomplete" not in report.markdown
+
+
+def test_stops_at_max_iterations_and_says_incomplete(fake_openai):
+    fake_openai.script("critic", _verdict(3, "recycling solid-state batteries end of life"), _verdict(3, "x y"))
+    ctx, report = run_research(
+        "How do solid-state batteries work?", ResearchSettings.from_env(engine="openai", depth=1)
+    )
+    assert report.sufficiency_scores == [3, 3] and not report.complete
+    assert "Research may be incomplete: max iterations (1) reached at sufficiency 3/10" in report.markdown
+
+
+def test_budget_exhausted_mid_research_still_reports_within_the_cap(corpus_dir):
+    settings = _settings(corpus_dir, engine="offline", budget_tool_calls=4, depth=1)
+    ctx, report = run_research("How do sodium-ion batteries work and what do they cost?", settings)
+    calls = ctx.lineage.query("SELECT count(*) AS n FROM tool_calls")[0]["n"]
+    assert calls == 4  # never beyond the cap
+    assert not report.complete and report.stop_reason.startswith("budget")
+    assert "The budget stopped the research" in report.markdown
+    assert ctx.store.exists("report.md")
+
+
+def test_token_budget_is_never_exceeded_with_a_model(fake_openai, corpus_dir):
+    settings = _settings(corpus_dir, engine="openai", budget_tokens=5_000, depth=1)
+    ctx, report = run_research("How do sodium-ion batteries work?", settings)
+    spent = ctx.lineage.query("SELECT sum(prompt_tokens + completion_tokens) AS t FROM llm_calls")[0]["t"]
+    assert spent <= 5_000
+    assert not report.complete and report.markdown  # stopped, and still a report
+
+
+def test_direct_answer_at_depth_zero_makes_no_tool_calls(corpus_dir):
+    ctx, report = run_research("Who is Ada Lovelace?", _settings(corpus_dir, engine="offline", depth=0))
+    assert ctx.lineage.query("SELECT count(*) AS n FROM tool_calls")[0]["n"] == 0
+    assert not ctx.store.raw_dir(report.plan_title).exists()
+    assert "no tools were called" in report.markdown and "Answered without tool calls" in report.markdown
+
+
+def test_hallucinated_citations_are_removed_and_counted(fake_openai, corpus_dir):
+    bogus = json.dumps({"markdown": "- The moon is made of green cheese. [1]\n- Sodium is the rarest metal. [99]"})
+    fake_openai.script("reporter", None, None, bogus)  # lookup, outline, then the executive summary
+    ctx, report = run_research("How do sodium-ion batteries work?", _settings(corpus_dir, engine="openai", depth=0))
+    assert "[99]" not in report.markdown and "green cheese. [1]" not in report.markdown
+    failed = [c for c in report.citation_checks if not c["verified"]]
+    assert {c["n"] for c in failed} == {1, 99}
+    assert report.unverified_citations == 2
+    assert "2 citation(s) could not be verified" in report.markdown
+    assert all(c.verified and c.quote for c in report.citations)
+    stored = json.loads(ctx.store.read_text("report.json"))
+    assert all({"source", "artifact_file", "quote", "verified"} <= set(c) for c in stored["citations"])
+
+
+def test_offline_citations_are_verified_against_raw_artifacts(corpus_dir):
+    ctx, report = run_research("How do sodium-ion batteries work?", _settings(corpus_dir, engine="offline"))
+    assert report.verified_citations >= 3 and report.unverified_citations == 0
+    for c in report.citations:
+        raw = (ctx.store.raw_dir(report.plan_title) / c.artifact_file).read_text()
+        assert " ".join(c.quote.split()).lower()[:40] in " ".join(raw.replace("*", "").split()).lower()
+
+
+class _SlowArgs(BaseModel):
+    n: int
+
+
+def test_fan_out_respects_the_concurrency_limit():
+    lock, state = threading.Lock(), {"now": 0, "peak": 0}
+
+    def slow(args: _SlowArgs) -> ToolResult:
+        with lock:
+            state["now"] += 1
+            state["peak"] = max(state["peak"], state["now"])
+        time.sleep(0.05)
+        with lock:
+            state["now"] -= 1
+        return ToolResult(content={"n": args.n}, kind="json")
+
+    box = Toolbox([Tool("slow", "slow tool", _SlowArgs, slow)])
+    results = run_concurrently(box, [ToolCallRequest("slow", {"n": i}) for i in range(9)], limit=3)
+    assert [r[0].content["n"] for r in results] == list(range(9))  # request order kept
+    assert state["peak"] == 3
+
+
+def test_ranking_dedupes_by_normalized_url_and_prefers_relevance():
+    a = json.dumps(
+        {
+            "results": [
+                {
+                    "url": "https://Example.com/a?utm_source=x#top",
+                    "title": "Sodium batteries",
+                    "snippet": "",
+                    "score": 0.9,
+                },
+                {"url": "https://example.com/b", "title": "Roses", "snippet": "gardening", "score": 1.0},
+            ]
+        }
+    )
+    b = json.dumps({"results": [{"url": "https://example.com:443/a", "title": "Sodium", "snippet": "", "score": 2}]})
+    ranked = rank_results([a, b], "sodium batteries")
+    assert [r.source for r in ranked] == ["https://example.com/a", "https://example.com/b"]
+    assert ranked[0].hits == 2
+    assert [r.source for r in rank_results([a, b], "sodium batteries", exclude={"https://example.com/a"})][0] == (
+        "https://example.com/b"
+    )
+
+
+def test_ledger_never_exceeds_caps_under_concurrency():
+    ledger = BudgetLedger(BudgetLimits(tool_calls=50))
+    granted = []
+
+    def worker() -> None:
+        for _ in range(20):
+            try:
+                r = ledger.reserve(tool_calls=1)
+            except BudgetExceeded:
+                return
+            ledger.settle(r, tool_calls=1)
+            granted.append(1)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(granted) == 50 and ledger.spent["tool_calls"] == 50
+    assert {"warning: 80% of the budget used", "90%: scope reduced"} <= set(ledger.events)
