@@ -43,7 +43,7 @@ def test_iterates_until_sufficient(fake_openai):
 
 def test_stops_at_max_iterations_and_says_incomplete(fake_openai):
     fake_openai.script("critic", _verdict(3, "recycling solid-state batteries end of life"), _verdict(3, "x y"))
-    ctx, report = run_research(
+    _, report = run_research(
         "How do solid-state batteries work?", ResearchSettings.from_env(engine="openai", depth=1)
     )
     assert report.sufficiency_scores == [3, 3] and not report.complete
