@@ -116,3 +116,41 @@ def test_fetch_refuses_private_redirects_inside_a_research(web, fake_openai, iso
     raw_dir = Path(json.loads(proc.stdout)["artifacts_dir"])
     refused = json.loads(next(raw_dir.glob("*step1*fetch_url*.json")).read_text())
     assert "169.254.169.254" in refused["error"]
+
+
+def test_solid_state_depth_one_web_research_has_five_verified_citations(fake_openai, monkeypatch, isolated_env):
+    """Offline engine, fake search provider, the bundled solid-state documents served on 127.0.0.1."""
+    import functools
+    import http.server
+    import threading
+
+    from deepresearch_dagster.core.pipeline import run_research
+    from deepresearch_dagster.core.settings import ResearchSettings
+    from deepresearch_dagster.core.tools.local_search import DEFAULT_CORPUS
+
+    folder = DEFAULT_CORPUS / "solid_state_batteries"
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    handler.log_message = lambda *a: None  # type: ignore[attr-defined]
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{site.server_address[1]}"
+    try:
+        with FakeSearchServer() as search:
+            rows = [
+                (f"{base}/{p.name}", p.stem.replace("_", " "), p.read_text()[:200], "2025-06-01")
+                for p in sorted(folder.iterdir())
+            ]
+            search.set_mode("tavily", "ok", rows=rows)
+            monkeypatch.setenv("TAVILY_API_KEY", "tvly-test")
+            monkeypatch.setenv("TAVILY_BASE_URL", search.base_url)
+            monkeypatch.setenv("DEEPRESEARCH_SEARCH_PROVIDERS", "tavily")
+            monkeypatch.setenv("DEEPRESEARCH_FETCH_ALLOW_LOOPBACK", "1")
+            settings = ResearchSettings.from_env(engine="offline", depth=1)
+            ctx, report = run_research("What limits solid-state batteries, and how are makers responding?", settings)
+    finally:
+        site.shutdown()
+        site.server_close()
+    tools = {r["tool"] for r in ctx.lineage.query("SELECT DISTINCT tool FROM tool_calls")}
+    assert tools == {"web_search", "fetch_url"}
+    assert len(report.citations) >= 5 and all(c.verified and c.source.startswith(base) for c in report.citations)
+    assert report.unverified_citations == 0
