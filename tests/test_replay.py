@@ -56,7 +56,7 @@ def _cli_json(capsys, *argv: str) -> dict:
 
 
 def test_recompress_with_a_new_prompt_version_then_rewrite_report(isolated_env, monkeypatch, capsys, tmp_path):
-    result, key, settings, _ = materialize_question(QUESTION)
+    result, key, settings, instance = materialize_question(QUESTION)
     assert result.success
     lineage = LineageStore.at(settings.duckdb_file)
     partition = settings.artifacts_path / key
@@ -107,11 +107,7 @@ def test_recompress_with_a_new_prompt_version_then_rewrite_report(isolated_env, 
     assert _tool_state(lineage, settings.artifacts_path, key) == (before_rows, before_raw)
     assert used == []
 
-
-def test_replay_jobs_run_from_their_launchpad_defaults(isolated_env, monkeypatch):
-    result, key, _, instance = materialize_question(QUESTION)
-    assert result.success
-    used = _forbid_research_tools(monkeypatch)
+    # Both jobs also run as launched from the UI with their prefilled launchpad config.
     defs = build_definitions()
     for name in ("recompress_job", "rewrite_report_job"):
         run = defs.resolve_job_def(name).execute_in_process(partition_key=key, instance=instance)
@@ -119,7 +115,10 @@ def test_replay_jobs_run_from_their_launchpad_defaults(isolated_env, monkeypatch
         checks = [
             e.asset_check_evaluation_data for e in run.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"
         ]
-        assert checks and all(c.passed for c in checks)
+        assert checks and all(c.passed for c in checks), name
+    # Without overrides the configured prompt is current again; its bundle version was kept.
+    assert json.loads((partition / "compressed_summaries.json").read_text()) == old_bundle
+    assert _tool_state(lineage, settings.artifacts_path, key) == (before_rows, before_raw)
     assert used == []
 
 

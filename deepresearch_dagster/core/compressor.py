@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from .budget import BudgetExceeded
 from .context import ResearchContext
 from .engines.base import EngineError
 from .engines.offline import MODEL as FALLBACK_MODEL
@@ -122,7 +123,8 @@ def _compress_fresh(
     ]
     try:
         return call_structured(ctx, "compressor", messages, payload, CompressionResult, record.artifact_file), False
-    except (StructuredOutputError, EngineError) as exc:
+    except (StructuredOutputError, EngineError, BudgetExceeded) as exc:
+        # The extractive compressor is free: a spent budget never leaves a call uncompressed.
         ctx.log(f"compression of {record.artifact_file} fell back to the extractive compressor: {exc}")
     result = CompressionResult.model_validate(compress_extractively(payload))
     ctx.lineage.record_llm_call(

@@ -9,7 +9,7 @@ _WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?")
 # One token per word-ish run and one per other non-space character: the single local
 # estimate used for raw and injected text alike, so the reduction ratio is comparable.
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z0-9])")
 
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are as at be because been

@@ -124,3 +124,28 @@ def test_every_attempt_is_a_duckdb_row(fake_openai, make_context):
     rows = ctx.lineage.query("SELECT status, wait_s FROM llm_calls ORDER BY id")
     assert [r["status"] for r in rows] == ["retry", "retry", "ok"]
     assert rows[0]["wait_s"] == 0.1
+
+
+TRICKY = [
+    "“Sodium cells are cheap,” says Ada. “They work in the cold.” Sodium-ion cells use hard carbon anodes here.",
+    "Sodium-ion cells reached 160 Wh/kg. group of sodium researchers said so. energy density matters for sodium.",
+    "Sodium-ion energy density is rising quickly in 2024.",
+    "Sodium ion cell energy density is 160 Wh/kg!!! Really? Yes. Sodium energy density keeps rising in every cell.",
+]
+
+
+def test_extractive_compression_is_always_schema_valid():
+    from deepresearch_dagster.core.engines.offline import compress_extractively
+    from tests.conftest import FIXTURES
+
+    pages = [p.read_text() for p in sorted((FIXTURES / "web_pages").glob("*/source.html"))]
+    for raw in [*TRICKY, *pages]:
+        payload = {
+            "plan_title": "P",
+            "step_title": STEP.step_title,
+            "step_description": STEP.step_description,
+            "tool_name": "fetch_url",
+            "raw": raw,
+            "kind": "text",
+        }
+        CompressionResult.model_validate(compress_extractively(payload))

@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from ..text import STOPWORDS, content_terms, estimate_tokens, split_sentences
+from ..text import STOPWORDS, content_terms, count_sentences, estimate_tokens, split_sentences
 from .base import Completion, ToolCallRequest
 
 MODEL = "offline-extractive-v1"
@@ -314,12 +314,14 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     summary_idx = sorted(ranked[:3])
     # Extraction keeps factual sentences only (figures, dates), the summary carries the gist.
     extraction_idx = [i for i in ranked[3:] if scores[i] > 0 and re.search(r"\d", sentences[i])][:2]
-    summary_sents = [sentences[i] for i in summary_idx]
     source_title = payload.get("source_title") or _cap_words(sentences[0], 6)
-    if len(summary_sents) < 3:
-        summary_sents.append(f'The source is titled "{source_title}".')
-    if len(summary_sents) < 3:
-        summary_sents.append(f"It contains about {len(raw.split())} words.")
+    summary_sents = [sentences[i] for i in summary_idx]
+    spare = [sentences[i] for i in ranked[3:] if i not in extraction_idx]
+    padding = [f'The source is titled "{source_title}".', f"It contains about {len(raw.split())} words."]
+    # Odd punctuation can make two picked sentences read back as one; top up until the joined
+    # summary counts 3 sentences by the schema's own rule.
+    while count_sentences(" ".join(summary_sents)) < 3 and (spare or padding):
+        summary_sents.append((spare or padding).pop(0))
     return {
         "summary_title": _title(_cap_words(source_title, 12), "— findings for this step"),
         "summary": " ".join(summary_sents),
