@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from .budget import BudgetExceeded
 from .context import ResearchContext
@@ -40,10 +41,9 @@ def cache_key(raw_sha256: str, step: StepContext, model: str, version: str) -> s
     return short_hash(material, 32)
 
 
-def passthrough(step: StepContext, record: ToolCallRecord, raw_text: str, kind: str) -> SummaryRecord:
-    """Baseline without compression (``context_mode=raw``, for benchmarks): the raw output is the
-    context; the extractive summary is kept only so the rest of the pipeline has its fields."""
-    payload = {
+def _payload(step: StepContext, record: ToolCallRecord, raw_text: str, kind: str) -> dict[str, Any]:
+    """The compressor's out-of-band inputs (seed 000 §4.3), as data for any engine."""
+    return {
         "plan_title": step.plan_title,
         "step_title": step.step_title,
         "step_description": step.step_description,
@@ -52,6 +52,12 @@ def passthrough(step: StepContext, record: ToolCallRecord, raw_text: str, kind: 
         "kind": kind,
         "source_title": record.source_title,
     }
+
+
+def passthrough(step: StepContext, record: ToolCallRecord, raw_text: str, kind: str) -> SummaryRecord:
+    """Baseline without compression (``context_mode=raw``, for benchmarks): the raw output is the
+    context; the extractive summary is kept only so the rest of the pipeline has its fields."""
+    payload = _payload(step, record, raw_text, kind)
     return SummaryRecord(
         call_id=record.call_id,
         step_id=record.step_id,
@@ -104,15 +110,7 @@ def compress(
 def _compress_fresh(
     ctx: ResearchContext, step: StepContext, record: ToolCallRecord, raw_text: str, kind: str
 ) -> tuple[CompressionResult, bool]:
-    payload = {
-        "plan_title": step.plan_title,
-        "step_title": step.step_title,
-        "step_description": step.step_description,
-        "tool_name": step.tool_name,
-        "raw": raw_text,
-        "kind": kind,
-        "source_title": record.source_title,
-    }
+    payload = _payload(step, record, raw_text, kind)
     shown = raw_text[:MAX_RAW_CHARS_IN_PROMPT]
     if len(raw_text) > len(shown):
         shown += f"\n[... {len(raw_text) - len(shown)} more characters stored in the artifact file]"

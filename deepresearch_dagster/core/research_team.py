@@ -32,7 +32,6 @@ from .tools import Toolbox, ToolResult
 from .tools.artifact_tools import artifact_tools
 from .tools.local_search import corpus_tools, open_corpus
 from .tools.web_tools import fetch_tool, search_tool
-from .web.fetch import FetchPolicy
 from .web.search import FallbackSearch, providers_from_env
 
 # Tools that read one source, with the argument naming it (for "already read" bookkeeping).
@@ -48,12 +47,7 @@ def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
     if providers:
         tools.append(search_tool(FallbackSearch(providers)))
     if providers or settings.enable_fetch:
-        policy = FetchPolicy(
-            allow_loopback=settings.fetch_allow_loopback,
-            allow_private=settings.fetch_allow_private,
-            respect_robots=settings.fetch_respect_robots,
-        )
-        tools.append(fetch_tool(policy))
+        tools.append(fetch_tool(settings.fetch_policy()))
     return Toolbox(tools + artifact_tools(ArtifactReader(ctx.store.raw_dir(plan_title))))
 
 

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from .budget import DEFAULT_PRICES, BudgetLimits
 from .engines.base import ROLES, Engine
 from .tools.local_search import DEFAULT_CORPUS
+from .web.fetch import FetchPolicy
 
 DEFAULT_MODELS = {
     "planner": "gpt-4o-mini",
@@ -160,6 +161,13 @@ class ResearchSettings(BaseModel):
         if extra:
             table.update({k: (float(v[0]), float(v[1])) for k, v in json.loads(extra).items()})
         return table
+
+    def fetch_policy(self) -> FetchPolicy:
+        return FetchPolicy(
+            allow_loopback=self.fetch_allow_loopback,
+            allow_private=self.fetch_allow_private,
+            respect_robots=self.fetch_respect_robots,
+        )
 
     def make_engine(self) -> Engine:
         if self.resolved_engine() == "offline":
