@@ -394,6 +394,15 @@ def default_compressor_answer(body: dict[str, Any]) -> dict[str, Any]:
     return default_answer("compressor", body)
 
 
+def per_call_budget(ctx: Any) -> Any:
+    """The same research context with a fresh budget ledger: benchmarks 1-2 compress many pages
+    through one context, but each compression stands for a tool call of its own research."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(ctx)}
+    return dataclasses.replace(ctx, budget=None) if "budget" in names else ctx
+
+
 # ------------------------------------------------------------------------------ known-bug workaround
 
 GUARD_STATS = {"calls": 0, "padded": 0}

@@ -34,6 +34,7 @@ from common import (
     load_pages,
     pages_dir,
     parse_args,
+    per_call_budget,
     print_table,
     stats,
     write_result,
@@ -124,7 +125,7 @@ def compress_page(ctx: ResearchContext, page: Page, step: StepContext, form: str
     start = time.perf_counter()
     base = {"page": page.name, "form": form, "step_title": step.step_title, "raw_tokens": record.raw_tokens}
     try:
-        summary = compress(ctx, step, record, raw, "text")
+        summary = compress(per_call_budget(ctx), step, record, raw, "text")
     except Exception as exc:  # a crash of the compressor is a finding, not the end of the benchmark
         return {**base, "error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
     ms = (time.perf_counter() - start) * 1000

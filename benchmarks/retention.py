@@ -28,7 +28,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from common import Page, clean_env, fetch_output, figure, load_pages, pages_dir, parse_args, print_table, write_result
+from common import (
+    Page,
+    clean_env,
+    fetch_output,
+    figure,
+    load_pages,
+    pages_dir,
+    parse_args,
+    per_call_budget,
+    print_table,
+    write_result,
+)
 
 from deepresearch_dagster.core.artifact_store import ArtifactReader, sha256_bytes
 from deepresearch_dagster.core.compressor import StepContext, compress
@@ -200,7 +211,7 @@ def trial(ctx: ResearchContext, n: int, page: Page, kind: str, spec: tuple, frac
     error = None
     message = ""
     try:
-        summary = compress(ctx, step, record, raw, "text")
+        summary = compress(per_call_budget(ctx), step, record, raw, "text")
         injected = summary.injected
         # The whole assistant message as the researcher would see it (title, summary, extraction).
         message = _norm(" ".join([injected.summary_title, injected.summary, *injected.extraction])) if injected else ""

@@ -268,6 +268,12 @@ def main(argv: list[str] | None = None) -> int:
         summary.append(figure(f"runs/minute (N={b['n']})", b["runs_per_minute"]))
         summary.append(figure(f"failures (N={b['n']})", b["failures"], "0", b["failures"] == 0))
         summary.append(figure(f"DuckDB rows lost (N={b['n']})", lost, "0", lost == 0))
+        summary.append(
+            figure(
+                f"DuckDB connects refused by the lock, retried (N={b['n']})",
+                f"{b['duckdb_lock_conflicts']} of {b['duckdb_connects']}",
+            )
+        )
     write_result(
         "throughput",
         {

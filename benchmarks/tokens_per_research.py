@@ -15,11 +15,14 @@ provider-reported usage; the fake server reports characters ÷ 4), cross-checked
 estimate (core.text.estimate_tokens over the message contents the server received). "context
 roles" = every role but the compressor, i.e. the conversations a research carries; the total also
 counts the compressor, which reads each raw output once (capped at 48,000 characters) in the
-compressed run. Goal: ≥ 5× fewer prompt tokens in total with compression.
+compressed run. Budget caps (DEEPRESEARCH_BUDGET_*) are lifted in both runs so they do the same
+work; each run's tool calls and stop reason are printed. Goal: ≥ 5× fewer prompt tokens in total
+with compression.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -48,6 +51,13 @@ from deepresearch_dagster.core.web.fetch import clear_robots_cache
 from tests.fakes.openai_server import role_of
 
 GOAL_X = 5.0
+NO_CAPS = {
+    "budget_tokens": 10**9,
+    "budget_dollars": 1e6,
+    "budget_llm_calls": 10**6,
+    "budget_tool_calls": 10**6,
+    "budget_wall_s": 1e6,
+}
 # Roles whose prompts carry the research's context (everything but the compressor).
 CONTEXT_ROLES = tuple(r for r in ROLES if r != "compressor")
 
@@ -56,8 +66,13 @@ def run_mode(root: Path, services: Any, mode: str) -> dict[str, Any]:
     clear_robots_cache()
     services.model.reset_state()
     first_request = len(services.model.requests)
+    # Budget caps lifted so both runs do the same work (a capped raw run would stop early and look cheap).
+    lifted = {k: v for k, v in NO_CAPS.items() if k in ResearchSettings.model_fields}
     settings = ResearchSettings.from_env(
-        artifacts_dir=str(root / mode / "artifacts"), duckdb_path=str(root / mode / "lineage.duckdb"), context_mode=mode
+        artifacts_dir=str(root / mode / "artifacts"),
+        duckdb_path=str(root / mode / "lineage.duckdb"),
+        context_mode=mode,
+        **lifted,
     )
     ctx, report = run_research(question(0), settings, log=lambda m: None)
     lineage = LineageStore.at(settings.duckdb_file)
@@ -74,8 +89,11 @@ def run_mode(root: Path, services: Any, mode: str) -> dict[str, Any]:
     by_role = {r["role"]: {"calls": int(r["calls"]), "prompt_tokens": int(r["prompt"] or 0)} for r in rows}
     for role in ROLES:
         by_role.setdefault(role, {"calls": 0, "prompt_tokens": 0})["local_estimate"] = local.get(role, 0)
+    manifest = json.loads(ctx.store.read_text("tool_outputs.json"))
     return {
         "partition_key": ctx.partition_key,
+        "tool_calls": len(manifest.get("calls", [])),
+        "stop_reason": manifest.get("stop_reason"),
         "by_role": by_role,
         "total_prompt_tokens": sum(v["prompt_tokens"] for v in by_role.values()),
         "total_local_estimate": sum(v["local_estimate"] for v in by_role.values()),
@@ -153,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         table,
         title="prompt tokens per research: compression on vs off (llm_calls.prompt_tokens)",
     )
+    for mode, run in runs.items():
+        print(f"{mode} run: {run['tool_calls']} tool calls, stop reason: {run['stop_reason']}")
     red = on["reduction"]
     print(
         f"compressed run: {red['tool_calls']} tool calls, {red['raw_tokens']:,} raw → {red['injected_tokens']:,} "

@@ -9,7 +9,6 @@ import argparse
 import json
 import logging
 import os
-import shutil
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -45,8 +44,14 @@ def ensure_dagster_home() -> Path:
     home = Path(os.environ.get("DAGSTER_HOME") or Path.cwd() / ".dagster_home").resolve()
     home.mkdir(parents=True, exist_ok=True)
     if not (home / "dagster.yaml").exists():
-        shutil.copy(PACKAGE_DIR / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+        from .core.artifact_store import atomic_write_bytes
+
+        # Atomic, and the storage is created under a lock: concurrent first runs must not race.
+        atomic_write_bytes(home / "dagster.yaml", (PACKAGE_DIR / "dagster_home" / "dagster.yaml").read_bytes())
     os.environ["DAGSTER_HOME"] = str(home)
+    from .instance import init_instance_storage
+
+    init_instance_storage(home)
     return home
 
 
@@ -275,14 +280,9 @@ def cmd_compress(args: argparse.Namespace) -> int:
 
 def cmd_extract(args: argparse.Namespace) -> int:
     from .core.web.extract import extract_html
-    from .core.web.fetch import FetchError, FetchPolicy, fetch_url
+    from .core.web.fetch import FetchError, fetch_url
 
-    settings = _settings(args)
-    policy = FetchPolicy(
-        allow_loopback=settings.fetch_allow_loopback,
-        allow_private=settings.fetch_allow_private,
-        respect_robots=settings.fetch_respect_robots,
-    )
+    policy = _settings(args).fetch_policy()
     status = EXIT_OK
     for source in args.inputs:
         if source.startswith(("http://", "https://")):

@@ -47,7 +47,11 @@ def research_requests_sensor(context: SensorEvaluationContext, duckdb: DuckDBRes
         # while a tick evaluated twice does not launch the same submission twice.
         stat = path.stat()
         submission = f"{path.name}:{stat.st_mtime_ns}:{sha256_bytes(path.read_bytes())[:12]}"
-        keys = [register(lineage, r.question, r.options) for r in requests]
+        try:
+            keys = [register(lineage, r.question, r.options) for r in requests]
+        except Exception as exc:  # e.g. the lineage file stayed locked: the file waits for the next tick
+            context.log.warning(f"could not register {path.name} yet: {exc}")
+            continue
         accepted = queue.accept(path)
         context.log.info(f"accepted {path.name}: {', '.join(keys)}")
         for key in keys:
@@ -60,7 +64,7 @@ def research_requests_sensor(context: SensorEvaluationContext, duckdb: DuckDBRes
                 ),
             )
     if not run_requests:
-        return SkipReason("every pending request file was rejected (see rejected/*.error.txt)")
+        return SkipReason("no request accepted: see rejected/*.error.txt; deferred files wait in inbox/")
     new_keys = [k for k in run_requests if not context.instance.has_dynamic_partition(RESEARCH_PARTITIONS_NAME, k)]
     return SensorResult(
         run_requests=list(run_requests.values()),

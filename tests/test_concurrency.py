@@ -106,6 +106,7 @@ def test_eight_concurrent_researches_lose_no_rows(isolated_env):
         # Context rows mirror the stored conversations.
         messages = sum(len(json.loads(p.read_text())) for p in (partition / "conversations").glob("step_*.json"))
         assert counts["context_messages"] == messages > 0
+        print(f"{key}: {counts}")  # shown with -s: the measured per-partition row counts
 
     instance = DagsterInstance.get()
     runs = instance.get_runs(RunsFilter(job_name="research_job"))
@@ -125,3 +126,14 @@ def test_eight_concurrent_researches_lose_no_rows(isolated_env):
     assert proc.returncode == 0, err[-2000:]
     alone = json.loads(out)
     assert _counts(Path(alone["duckdb"]), alone["partition_key"]) == _counts(db, keys[0])
+
+
+def test_fresh_instance_storage_is_created_once_under_a_lock(tmp_path):
+    from deepresearch_dagster.instance import STORAGE_READY, init_instance_storage
+
+    home = make_dagster_home(tmp_path / "home")
+    init_instance_storage(home)
+    assert (home / STORAGE_READY).exists() and (home / "history" / "runs.db").exists()
+    stamp = (home / "history" / "runs.db").stat().st_mtime_ns
+    init_instance_storage(home)  # ready: no lock, no second open
+    assert (home / "history" / "runs.db").stat().st_mtime_ns == stamp

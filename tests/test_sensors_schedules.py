@@ -190,3 +190,20 @@ def test_submit_job_queues_a_question_for_the_sensor(isolated_env):
     assert not failed.success
     assert "request rejected: question: the question is empty" in failure_reasons(failed.all_events)[0]
     assert RequestQueue.from_env().pending() == []
+
+
+def test_a_request_that_cannot_be_registered_yet_waits_in_the_inbox(isolated_env, monkeypatch):
+    import deepresearch_dagster.sensors as sensors
+
+    def locked(*args, **kwargs):
+        raise RuntimeError("IO Error: Could not set lock on file")
+
+    queue = RequestQueue.from_env()
+    path = queue.enqueue(QUESTION)
+    monkeypatch.setattr(sensors, "register", locked)
+    defs = build_definitions()
+    data = defs.resolve_sensor_def("research_requests_sensor").evaluate_tick(
+        _sensor_context(defs, DagsterInstance.get())
+    )
+    assert not data.run_requests and "deferred" in data.skip_message
+    assert queue.pending() == [path] and not queue.accepted.exists()

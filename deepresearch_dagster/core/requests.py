@@ -12,6 +12,7 @@ import json
 import os
 import re
 import time
+import uuid
 from datetime import date
 from pathlib import Path
 from typing import Any, Literal
@@ -164,7 +165,8 @@ class RequestQueue:
         """Validate and write one request file atomically (what ``deepresearch submit`` does)."""
         (request,) = parse_requests({"question": question, "options": options or {}})
         body = json.dumps(request.model_dump(), ensure_ascii=False, indent=2, sort_keys=True) + "\n"
-        name = f"{time.strftime('%Y%m%dT%H%M%S')}-{sha256_bytes(body.encode())[:8]}.json"
+        # Time-ordered and unique: two identical submissions are two requests.
+        name = f"{time.strftime('%Y%m%dT%H%M%S')}-{sha256_bytes(body.encode())[:8]}-{uuid.uuid4().hex[:6]}.json"
         path = self.inbox / name
         atomic_write_bytes(path, body.encode("utf-8"))
         return path
@@ -280,6 +282,11 @@ def load_recurring(path: Path | None = None) -> RecurringConfig:
         return RecurringConfig()
     try:
         raw = yaml.safe_load(path.read_text("utf-8")) or {}
+        for topic in raw.get("topics") or [] if isinstance(raw, dict) else []:
+            options = topic.get("options") if isinstance(topic, dict) else None
+            # A relative corpus folder means relative to recurring.yaml, not to whoever loads it.
+            if isinstance(options, dict) and isinstance(options.get("corpus_dir"), str):
+                options["corpus_dir"] = str((path.parent / options["corpus_dir"]).resolve())
         return RecurringConfig.model_validate(raw)
     except yaml.YAMLError as exc:
         raise RequestError(f"{path}: cannot parse YAML: {exc}") from exc

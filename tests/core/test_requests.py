@@ -120,3 +120,7 @@ def test_recurring_file(tmp_path, monkeypatch):
     with pytest.raises(RequestError, match="surprise"):
         load_recurring()
     assert RecurringConfig().topics == []
+
+    (tmp_path / "docs").mkdir()
+    path.write_text("topics:\n  - question: A?\n    options: {corpus_dir: docs}\n")
+    assert load_recurring().topics[0].options["corpus_dir"] == str((tmp_path / "docs").resolve())
