@@ -141,7 +141,10 @@ def research_plan(
     group_name=GROUP,
     kinds={"python", "duckdb"},
     retry_policy=MODEL_RETRY,
-    check_specs=[AssetCheckSpec("raw_artifacts_match_lineage", asset="tool_outputs")],
+    check_specs=[
+        AssetCheckSpec("raw_artifacts_match_lineage", asset="tool_outputs"),
+        AssetCheckSpec("context_reduction_above_threshold", asset="tool_outputs"),
+    ],
     description="Raw tool outputs of every research step, offloaded to the deterministic layout.",
 )
 def tool_outputs(
@@ -186,6 +189,15 @@ def tool_outputs(
         passed=matches,
         severity=AssetCheckSeverity.ERROR,
         metadata={"rows": len(recorded), "files": len(on_disk)},
+    )
+    reduction = metadata["context_reduction_pct"].value
+    threshold = ctx.settings.min_context_reduction_pct
+    yield AssetCheckResult(
+        check_name="context_reduction_above_threshold",
+        # A research without tool calls (a direct answer) has nothing to reduce.
+        passed=not outputs.calls or reduction >= threshold,
+        severity=AssetCheckSeverity.ERROR,
+        metadata={"reduction_pct": MetadataValue.float(reduction), "threshold_pct": MetadataValue.float(threshold)},
     )
 
 

@@ -9,7 +9,7 @@ import duckdb
 from dagster import AssetKey, DagsterInstance
 
 from deepresearch_dagster.cli import failure_reasons
-from deepresearch_dagster.core.artifact_store import sha256_bytes
+from deepresearch_dagster.core.artifact_store import ArtifactStore, sha256_bytes
 from deepresearch_dagster.core.lineage import LineageStore
 from deepresearch_dagster.core.pipeline import register
 from deepresearch_dagster.core.settings import ResearchSettings
@@ -59,6 +59,7 @@ def test_offline_research_materializes_all_four_assets(isolated_env):
     assert checks == {
         "plan_is_valid": True,
         "raw_artifacts_match_lineage": True,
+        "context_reduction_above_threshold": True,
         "summaries_match_lineage": True,
         "citations_resolve": True,
     }
@@ -111,14 +112,39 @@ def test_rematerializing_compression_reuses_stored_raw_outputs(isolated_env):
     assert lineage.query("SELECT count(*) AS n FROM llm_calls WHERE role = 'compressor'")[0]["n"] == llm_before
 
 
-def test_unregistered_partition_fails_with_a_clear_message(isolated_env):
+def test_partition_added_in_the_ui_researches_its_key(isolated_env):
+    """UI: "add partition" with the question as the key, then materialize."""
+    key = "How do solid-state batteries fail?"
     instance = DagsterInstance.get()
-    instance.add_dynamic_partitions(RESEARCH_PARTITIONS_NAME, ["never-registered"])
-    result = (
-        build_definitions()
-        .resolve_job_def("research_job")
-        .execute_in_process(partition_key="never-registered", instance=instance, raise_on_error=False)
-    )
+    instance.add_dynamic_partitions(RESEARCH_PARTITIONS_NAME, [key])
+    job = build_definitions().resolve_job_def("research_job")
+    result = job.execute_in_process(partition_key=key, instance=instance, raise_on_error=False)
+    assert result.success, failure_reasons(result.all_events)
+    settings = ResearchSettings.from_env()
+    assert LineageStore.at(settings.duckdb_file).get_request(key)[0] == key
+    report = json.loads((ArtifactStore(settings.artifacts_path, key).partition_dir / "report.json").read_text())
+    assert report["question"] == key and report["citations"]
+
+
+def test_unusable_partition_key_fails_with_a_clear_message(isolated_env):
+    instance = DagsterInstance.get()
+    key = "x" * 10_001
+    instance.add_dynamic_partitions(RESEARCH_PARTITIONS_NAME, [key])
+    job = build_definitions().resolve_job_def("research_job")
+    result = job.execute_in_process(partition_key=key, instance=instance, raise_on_error=False)
     assert not result.success
     reasons = failure_reasons(result.all_events)
-    assert reasons and "no research question is registered" in reasons[0]
+    assert reasons and "has no registered question and its key is not one" in reasons[0]
+
+
+def test_context_reduction_check_fails_loudly_below_its_threshold(isolated_env, monkeypatch):
+    monkeypatch.setenv("DEEPRESEARCH_MIN_CONTEXT_REDUCTION", "99.5")
+    result, *_ = materialize_question(QUESTION)
+    checks = {
+        e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    }
+    failed = checks["context_reduction_above_threshold"]
+    assert not failed.passed and failed.severity.value == "ERROR"
+    assert failed.metadata["threshold_pct"].value == 99.5

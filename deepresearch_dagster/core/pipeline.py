@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -12,7 +13,7 @@ from .artifact_store import ArtifactStore, sha256_bytes
 from .budget import dollars
 from .compressor import StepContext, compress
 from .context import ResearchContext, logger
-from .coordinator import route
+from .coordinator import InvalidQuestion, route
 from .lineage import LineageStore
 from .models import Report, ResearchPlan, SummaryBundle, ToolOutputs
 from .naming import plan_folder, slugify
@@ -60,6 +61,12 @@ def load_stage(store: ArtifactStore, stage: str) -> Any:
     return cls.model_validate_json(store.read_text(name))
 
 
+def question_from_key(partition_key: str) -> str:
+    """``how-do-x-work`` → ``how do x work``; a key typed as a sentence is kept as it is."""
+    key = partition_key.strip()
+    return key if " " in key else re.sub(r"[-_]+", " ", key).strip()
+
+
 def register(
     lineage: LineageStore, question: str, options: dict[str, Any] | None = None, partition_key: str | None = None
 ) -> str:
@@ -80,7 +87,16 @@ def open_context(
 ) -> ResearchContext:
     request = lineage.get_request(partition_key)
     if request is None:
-        raise UnknownResearch(f"no research question is registered for partition {partition_key!r}")
+        # A partition added by hand in the UI: its key is the question.
+        question = question_from_key(partition_key)
+        try:
+            register(lineage, question, {}, partition_key=partition_key)
+        except InvalidQuestion as exc:
+            raise UnknownResearch(
+                f"partition {partition_key!r} has no registered question and its key is not one: {exc}"
+            ) from exc
+        request = lineage.get_request(partition_key)
+        assert request is not None
     question, options = request
     settings = settings.with_options(options)
     ctx = ResearchContext(

@@ -58,6 +58,7 @@ ENV_FIELDS = {
     "fetch_respect_robots": "DEEPRESEARCH_FETCH_RESPECT_ROBOTS",
     "enable_fetch": "DEEPRESEARCH_ENABLE_FETCH",
     "context_mode": "DEEPRESEARCH_CONTEXT_MODE",
+    "min_context_reduction_pct": "DEEPRESEARCH_MIN_CONTEXT_REDUCTION",
 }
 
 
@@ -96,6 +97,8 @@ class ResearchSettings(BaseModel):
     # Role -> replacement prompt file (replays: recompress with another prompt version).
     prompt_files: dict[str, str] = Field(default_factory=dict)
     tool_cache_ttl_s: float = Field(default=86_400.0, ge=0.0)
+    # The tool_outputs asset check fails below this context reduction (seed 000 §10: > 80 %).
+    min_context_reduction_pct: float = Field(default=80.0, ge=0.0, le=100.0)
     fetch_allow_loopback: bool = False
     fetch_allow_private: bool = False
     fetch_respect_robots: bool = True
