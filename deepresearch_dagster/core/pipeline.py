@@ -85,6 +85,17 @@ def open_context(
     run_id: str | None = None,
     log: Callable[[str], None] = logger.info,
 ) -> ResearchContext:
+    with lineage.session():  # one connection for the lookups below, not one per query
+        return _open_context(partition_key, settings, lineage, run_id, log)
+
+
+def _open_context(
+    partition_key: str,
+    settings: ResearchSettings,
+    lineage: LineageStore,
+    run_id: str | None,
+    log: Callable[[str], None],
+) -> ResearchContext:
     request = lineage.get_request(partition_key)
     if request is None:
         # A partition added by hand in the UI: its key is the question.

@@ -140,9 +140,11 @@ def run_calls(
             over_budget = exc
             break
     requests = requests[: len(reservations)]
-    cached = [
-        cache.get(r.name, r.arguments) if (t := toolbox.tools.get(r.name)) and t.cacheable else None for r in requests
-    ]
+    with ctx.lineage.session():
+        cached = [
+            cache.get(r.name, r.arguments) if (t := toolbox.tools.get(r.name)) and t.cacheable else None
+            for r in requests
+        ]
     pending = [r for r, c in zip(requests, cached, strict=True) if c is None]
     executed = iter(run_concurrently(toolbox, pending, ctx.settings.fanout_concurrency))
     stored: list[tuple[ToolCallRecord, str]] = []
@@ -151,6 +153,7 @@ def run_calls(
         if result is None:
             result = ToolResult(content={"error": error, "tool": request.name}, kind="json")
         ctx.budget.settle(reservation, tool_calls=1)
+        # One short connection per call: other processes can write between calls.
         with ctx.lineage.session():
             record, raw_text = _store_call(ctx, plan, run, request, result, error, latency, hit is not None)
             tool = toolbox.tools.get(request.name)
