@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,8 +28,18 @@ DEFAULT_MAX_TOKENS = {"planner": 1500, "researcher": 800, "compressor": 900, "cr
 
 # Options a single research request may override (stored with the request in DuckDB).
 REQUEST_OPTIONS = (
-    "engine", "corpus_dir", "max_steps", "max_tool_calls_per_step", "max_sources_per_step", "depth", "breadth",
-    "budget_tokens", "budget_dollars", "budget_llm_calls", "budget_tool_calls", "budget_wall_s",
+    "engine",
+    "corpus_dir",
+    "max_steps",
+    "max_tool_calls_per_step",
+    "max_sources_per_step",
+    "depth",
+    "breadth",
+    "budget_tokens",
+    "budget_dollars",
+    "budget_llm_calls",
+    "budget_tool_calls",
+    "budget_wall_s",
 )
 
 
@@ -153,8 +164,11 @@ class ResearchSettings(BaseModel):
 
     def budget_limits(self) -> BudgetLimits:
         return BudgetLimits(
-            tokens=self.budget_tokens, dollars=self.budget_dollars, llm_calls=self.budget_llm_calls,
-            tool_calls=self.budget_tool_calls, wall_s=self.budget_wall_s,
+            tokens=self.budget_tokens,
+            dollars=self.budget_dollars,
+            llm_calls=self.budget_llm_calls,
+            tool_calls=self.budget_tool_calls,
+            wall_s=self.budget_wall_s,
         )
 
     def prices(self) -> dict[str, tuple[float, float]]:
@@ -177,16 +191,40 @@ class ResearchSettings(BaseModel):
             from .engines.offline import OfflineEngine
 
             return OfflineEngine()
-        from .engines.openai_engine import OpenAIEngine, RetryPolicy
-
         # The key is read here and handed to the client only: never stored or logged.
-        return OpenAIEngine(
-            models=self.models,
-            base_url=self.openai_base_url,
-            api_key=os.environ.get("OPENAI_API_KEY"),
-            timeout=self.llm_timeout_s,
-            temperature={r: self.role_temperatures.get(r, self.temperature) for r in ROLES},
-            max_tokens=self.max_tokens,
-            retry=RetryPolicy(self.llm_max_attempts, self.llm_backoff_base_s, self.llm_backoff_max_s),
-            response_format=self.response_format,
+        return _openai_engine(
+            json.dumps(self.model_dump(include=_ENGINE_FIELDS), sort_keys=True), os.environ.get("OPENAI_API_KEY")
         )
+
+
+_ENGINE_FIELDS = {
+    "models",
+    "openai_base_url",
+    "llm_timeout_s",
+    "temperature",
+    "role_temperatures",
+    "max_tokens",
+    "llm_max_attempts",
+    "llm_backoff_base_s",
+    "llm_backoff_max_s",
+    "response_format",
+}
+
+
+@lru_cache(maxsize=16)
+def _openai_engine(config: str, api_key: str | None) -> Engine:
+    """One client per configuration and process: every Dagster op opens a context, and a new
+    client pays for a new connection pool and TLS context each time."""
+    from .engines.openai_engine import OpenAIEngine, RetryPolicy
+
+    c = ResearchSettings.model_validate(json.loads(config))
+    return OpenAIEngine(
+        models=c.models,
+        base_url=c.openai_base_url,
+        api_key=api_key,
+        timeout=c.llm_timeout_s,
+        temperature={r: c.role_temperatures.get(r, c.temperature) for r in ROLES},
+        max_tokens=c.max_tokens,
+        retry=RetryPolicy(c.llm_max_attempts, c.llm_backoff_base_s, c.llm_backoff_max_s),
+        response_format=c.response_format,
+    )
