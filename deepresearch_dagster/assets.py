@@ -130,9 +130,18 @@ def research_plan(
             "engine": ctx.engine.name,
         },
     )
-    # Re-validating the serialized plan guards against drift between model and stored file.
-    valid = ResearchPlan.model_validate_json(plan.model_dump_json()) == plan
-    yield AssetCheckResult(check_name="plan_is_valid", passed=valid, metadata={"steps": len(plan.steps)})
+    # The stored plan.json (written by the IO manager as the output was yielded) must parse back
+    # under the schema's rules and equal what the planner produced.
+    try:
+        stored = ResearchPlan.model_validate_json(ctx.store.read_text("plan.json"))
+        error = None if stored == plan else "plan.json differs from the planner's plan"
+    except (OSError, ValueError) as exc:
+        error = str(exc)
+    yield AssetCheckResult(
+        check_name="plan_is_valid",
+        passed=error is None and len(plan.steps) <= ctx.settings.max_steps,
+        metadata={"steps": len(plan.steps), "error": error or ""},
+    )
 
 
 @asset(
