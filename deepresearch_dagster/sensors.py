@@ -2,6 +2,8 @@
 by ``deepresearch submit`` or by the ``submit_research_job``) becomes a registered question, a
 dynamic partition and a ``research_job`` run."""
 
+import json
+
 from dagster import (
     DefaultSensorStatus,
     RunRequest,
@@ -20,6 +22,8 @@ from .resources import lineage_store
 
 # Files handled per tick; the rest wait for the next one, so a flood cannot stall the daemon.
 MAX_FILES_PER_TICK = 20
+# The cursor remembers this many recent submissions (name, mtime, content hash).
+CURSOR_MEMORY = 1000
 
 
 @sensor(
@@ -35,6 +39,7 @@ def research_requests_sensor(context: SensorEvaluationContext, duckdb: DuckDBRes
     if not pending:
         return SkipReason(f"no request files in {queue.inbox}")
     lineage = lineage_store(duckdb)
+    handled: list[str] = json.loads(context.cursor) if context.cursor else []
     run_requests: dict[str, RunRequest] = {}
     for path in pending:
         try:
@@ -47,11 +52,16 @@ def research_requests_sensor(context: SensorEvaluationContext, duckdb: DuckDBRes
         # while a tick evaluated twice does not launch the same submission twice.
         stat = path.stat()
         submission = f"{path.name}:{stat.st_mtime_ns}:{sha256_bytes(path.read_bytes())[:12]}"
+        if submission in handled:
+            # Handled on an earlier tick whose file move did not stick: never run it twice.
+            queue.accept(path)
+            continue
         try:
             keys = [register(lineage, r.question, r.options) for r in requests]
         except Exception as exc:  # e.g. the lineage file stayed locked: the file waits for the next tick
             context.log.warning(f"could not register {path.name} yet: {exc}")
             continue
+        handled.append(submission)
         accepted = queue.accept(path)
         context.log.info(f"accepted {path.name}: {', '.join(keys)}")
         for key in keys:
@@ -63,10 +73,13 @@ def research_requests_sensor(context: SensorEvaluationContext, duckdb: DuckDBRes
                     tags={"deepresearch/source": "request", "deepresearch/request_file": accepted.name},
                 ),
             )
+    cursor = json.dumps(handled[-CURSOR_MEMORY:])
     if not run_requests:
+        context.update_cursor(cursor)
         return SkipReason("no request accepted: see rejected/*.error.txt; deferred files wait in inbox/")
     new_keys = [k for k in run_requests if not context.instance.has_dynamic_partition(RESEARCH_PARTITIONS_NAME, k)]
     return SensorResult(
+        cursor=cursor,
         run_requests=list(run_requests.values()),
         dynamic_partitions_requests=[research_partitions.build_add_request(new_keys)] if new_keys else [],
     )

@@ -207,3 +207,32 @@ def test_a_request_that_cannot_be_registered_yet_waits_in_the_inbox(isolated_env
     )
     assert not data.run_requests and "deferred" in data.skip_message
     assert queue.pending() == [path] and not queue.accepted.exists()
+
+
+def test_sensor_cursor_never_runs_a_submission_twice(isolated_env, corpus_dir):
+    import os
+    import shutil
+
+    queue = RequestQueue.from_env()
+    path = queue.enqueue(QUESTION, {"engine": "offline", "corpus_dir": str(corpus_dir)})
+    stat = path.stat()
+    defs = build_definitions()
+    instance = DagsterInstance.get()
+    sensor = defs.resolve_sensor_def("research_requests_sensor")
+    first = sensor.evaluate_tick(_sensor_context(defs, instance))
+    assert len(first.run_requests) == 1 and first.cursor
+
+    # The same submission shows up again (e.g. a move that did not stick): the cursor skips it.
+    back = queue.inbox / path.name
+    shutil.copy(queue.accepted / path.name, back)
+    os.utime(back, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    context = build_sensor_context(
+        instance=instance,
+        instance_ref=instance.get_ref(),
+        repository_def=defs.get_repository_def(),
+        resources=defs.resources,
+        cursor=first.cursor,
+    )
+    second = sensor.evaluate_tick(context)
+    assert not second.run_requests
+    assert not back.exists()
