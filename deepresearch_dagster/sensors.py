@@ -75,8 +75,9 @@ def research_requests_sensor(context: SensorEvaluationContext, duckdb: DuckDBRes
             )
     cursor = json.dumps(handled[-CURSOR_MEMORY:])
     if not run_requests:
-        context.update_cursor(cursor)
-        return SkipReason("no request accepted: see rejected/*.error.txt; deferred files wait in inbox/")
+        return SensorResult(
+            skip_reason="no request accepted: see rejected/*.error.txt; deferred files wait in inbox/", cursor=cursor
+        )
     new_keys = [k for k in run_requests if not context.instance.has_dynamic_partition(RESEARCH_PARTITIONS_NAME, k)]
     return SensorResult(
         cursor=cursor,
