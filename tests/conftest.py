@@ -72,3 +72,16 @@ def make_context(tmp_path: Path, corpus_dir: Path):
         )
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_dagster_instance() -> Iterator[None]:
+    """A sensor/schedule context built with an ``instance_ref`` (as the daemon builds them) enters
+    an instance it only exits when used as a context manager, leaving Dagster's current
+    defs-state storage pointing at an instance that is later garbage-collected; the next test
+    that loads definitions then fails. Reset that context variable around every test."""
+    from dagster._core.storage.defs_state.base import _current_storage
+
+    token = _current_storage.set(None)
+    yield
+    _current_storage.reset(token)
