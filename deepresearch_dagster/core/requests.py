@@ -62,25 +62,13 @@ def validate_options(options: dict[str, Any]) -> dict[str, Any]:
     return picked
 
 
-class ResearchRequest(BaseModel):
-    """``{"question": ..., <option>: ...}``; options may also be nested under ``options``."""
+class _ValidatedQuestion(BaseModel):
+    """A question checked by the coordinator plus per-request options checked like `run`'s."""
 
     model_config = ConfigDict(extra="forbid")
 
     question: str
     options: dict[str, Any] = Field(default_factory=dict)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _collect_options(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        data = dict(data)
-        nested = data.pop("options", None) or {}
-        if not isinstance(nested, dict):
-            raise ValueError("'options' must be a mapping")
-        top = {k: data.pop(k) for k in list(data) if k != "question"}
-        return {**data, "options": {**top, **nested}}
 
     @field_validator("question")
     @classmethod
@@ -97,6 +85,22 @@ class ResearchRequest(BaseModel):
             return validate_options(value)
         except RequestError as exc:
             raise ValueError(str(exc)) from exc
+
+
+class ResearchRequest(_ValidatedQuestion):
+    """``{"question": ..., <option>: ...}``; options may also be nested under ``options``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _collect_options(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        nested = data.pop("options", None) or {}
+        if not isinstance(nested, dict):
+            raise ValueError("'options' must be a mapping")
+        top = {k: data.pop(k) for k in list(data) if k != "question"}
+        return {**data, "options": {**top, **nested}}
 
 
 def parse_requests(value: Any) -> list[ResearchRequest]:
@@ -195,33 +199,13 @@ RECURRING_KEY = re.compile(r"^(?P<slug>[a-z0-9][a-z0-9-]*?)--(?P<date>\d{4}-\d{2
 DEFAULT_RECURRING_FILE = "recurring.yaml"
 
 
-class RecurringTopic(BaseModel):
+class RecurringTopic(_ValidatedQuestion):
     """One topic researched on a cron schedule; each run is a new dated partition."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    question: str
     key: str | None = Field(default=None, description="slug for partition keys; default: slug of the question")
     cron: str = "0 6 * * *"
     timezone: str = "UTC"
     status: Literal["running", "stopped"] = "running"
-    options: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("question")
-    @classmethod
-    def _question(cls, value: str) -> str:
-        try:
-            return validate_question(value)
-        except InvalidQuestion as exc:
-            raise ValueError(str(exc)) from exc
-
-    @field_validator("options")
-    @classmethod
-    def _options(cls, value: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return validate_options(value)
-        except RequestError as exc:
-            raise ValueError(str(exc)) from exc
 
     @field_validator("timezone")
     @classmethod
