@@ -117,7 +117,7 @@ FROM (SELECT i, CASE WHEN i % {per} = 0 THEN 'planner' WHEN i % {per} <= 4 THEN 
 def generate(path: Path, n: int) -> dict[str, Any]:
     import duckdb
 
-    from deepresearch_dagster.core.lineage import LineageStore
+    from deepresearch_dagster.core.store.lineage import LineageStore
 
     started = time.perf_counter()
     LineageStore.at(path)  # the real schema, plus whatever audit views LineageStore applies
@@ -180,8 +180,8 @@ def time_views(path: Path) -> list[dict[str, Any]]:
 
 
 def time_metrics_function(path: Path) -> dict[str, Any] | None:
-    from deepresearch_dagster.core import audit
-    from deepresearch_dagster.core.lineage import LineageStore
+    from deepresearch_dagster.core.store import audit
+    from deepresearch_dagster.core.store.lineage import LineageStore
 
     fn = getattr(audit, "metrics", None)
     if fn is None:

@@ -40,12 +40,12 @@ from common import (
     write_result,
 )
 
-from deepresearch_dagster.core.artifact_store import sha256_bytes
-from deepresearch_dagster.core.compressor import StepContext, compress
+from deepresearch_dagster.core.config import ResearchSettings
 from deepresearch_dagster.core.context import ResearchContext
-from deepresearch_dagster.core.lineage import LineageStore
 from deepresearch_dagster.core.models import ToolCallRecord
-from deepresearch_dagster.core.settings import ResearchSettings
+from deepresearch_dagster.core.roles.compressor import StepContext, compress
+from deepresearch_dagster.core.store.artifacts import sha256_bytes
+from deepresearch_dagster.core.store.lineage import LineageStore
 from deepresearch_dagster.core.text import estimate_tokens, split_sentences
 from tests.fakes.openai_server import FakeOpenAIServer
 

@@ -63,8 +63,8 @@ def counts(services: WebServices) -> tuple[int, int, int]:
 
 
 def run_plain(root: Path, services: WebServices, index: int) -> float:
+    from deepresearch_dagster.core.config import ResearchSettings
     from deepresearch_dagster.core.pipeline import run_research
-    from deepresearch_dagster.core.settings import ResearchSettings
 
     settings = ResearchSettings.from_env(
         artifacts_dir=str(root / "artifacts"), duckdb_path=str(root / "lineage.duckdb")
@@ -82,11 +82,11 @@ def run_dagster(root: Path, services: WebServices, index: int) -> tuple[float, f
     os.environ["DEEPRESEARCH_DUCKDB"] = str(root / "lineage.duckdb")
     from dagster import DagsterInstance
 
-    from deepresearch_dagster.core.lineage import LineageStore
+    from deepresearch_dagster.core.config import ResearchSettings
     from deepresearch_dagster.core.pipeline import register
-    from deepresearch_dagster.core.settings import ResearchSettings
+    from deepresearch_dagster.core.store.lineage import LineageStore
     from deepresearch_dagster.definitions import build_definitions
-    from deepresearch_dagster.partitions import RESEARCH_PARTITIONS_NAME
+    from deepresearch_dagster.defs.partitions import RESEARCH_PARTITIONS_NAME
 
     settings = ResearchSettings.from_env()
     key = register(LineageStore.at(settings.duckdb_file), question(index))

@@ -61,11 +61,11 @@ def worker(index: int) -> int:
         from dagster import DagsterInstance
 
         from deepresearch_dagster.cli import failure_reasons
-        from deepresearch_dagster.core.lineage import LineageStore
+        from deepresearch_dagster.core.config import ResearchSettings
         from deepresearch_dagster.core.pipeline import register
-        from deepresearch_dagster.core.settings import ResearchSettings
+        from deepresearch_dagster.core.store.lineage import LineageStore
         from deepresearch_dagster.definitions import build_definitions
-        from deepresearch_dagster.partitions import RESEARCH_PARTITIONS_NAME
+        from deepresearch_dagster.defs.partitions import RESEARCH_PARTITIONS_NAME
 
         settings = ResearchSettings.from_env()
         key = register(LineageStore.at(settings.duckdb_file), question(index))
@@ -131,8 +131,8 @@ def launch(n: int, root: Path, env: dict[str, str]) -> tuple[float, list[dict[st
 def check_rows(root: Path, results: list[dict[str, Any]], llm_requests: Counter[str]) -> dict[str, Any]:
     import duckdb
 
-    from deepresearch_dagster.core.artifact_store import partition_folder
-    from deepresearch_dagster.core.coordinator import route
+    from deepresearch_dagster.core.roles.coordinator import route
+    from deepresearch_dagster.core.store.artifacts import partition_folder
 
     per_run = []
     with duckdb.connect(str(root / "lineage.duckdb"), read_only=True) as conn:
@@ -183,7 +183,7 @@ def batch(n: int, tmp: Path, pages: list[Any], steps: int, small: bool) -> dict[
     os.environ.update(env)
     from dagster import DagsterInstance
 
-    from deepresearch_dagster.core.lineage import LineageStore
+    from deepresearch_dagster.core.store.lineage import LineageStore
 
     DagsterInstance.get().dispose()
     LineageStore.at(root / "lineage.duckdb")

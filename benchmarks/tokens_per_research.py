@@ -42,10 +42,10 @@ from common import (
     write_result,
 )
 
-from deepresearch_dagster.core.engines.base import ROLES
-from deepresearch_dagster.core.lineage import LineageStore
+from deepresearch_dagster.core.config import ResearchSettings
+from deepresearch_dagster.core.llm.engine import ROLES
 from deepresearch_dagster.core.pipeline import run_research
-from deepresearch_dagster.core.settings import ResearchSettings
+from deepresearch_dagster.core.store.lineage import LineageStore
 from deepresearch_dagster.core.text import estimate_tokens
 from deepresearch_dagster.core.web.fetch import clear_robots_cache
 from tests.fakes.openai_server import role_of

@@ -2,12 +2,12 @@
 
 from dagster import Definitions, in_process_executor
 
-from .assets import research_assets
-from .checks import research_checks
-from .jobs import all_jobs, research_job
-from .resources import default_resources
-from .schedules import recurring_schedules
-from .sensors import research_requests_sensor
+from .defs.assets import research_assets
+from .defs.checks import research_checks
+from .defs.jobs import all_jobs, research_job
+from .defs.resources import default_resources
+from .defs.schedules import recurring_schedules
+from .defs.sensors import research_requests_sensor
 
 __all__ = ["build_definitions", "defs", "research_job"]
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from deepresearch_dagster.core.config import ResearchSettings
 from deepresearch_dagster.core.context import ResearchContext
-from deepresearch_dagster.core.lineage import LineageStore
-from deepresearch_dagster.core.settings import ResearchSettings
+from deepresearch_dagster.core.store.lineage import LineageStore
 from tests.fakes.openai_server import FakeOpenAIServer
 
 FIXTURES = Path(__file__).parent / "fixtures"

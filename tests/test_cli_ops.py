@@ -7,10 +7,10 @@ import json
 import pytest
 
 from deepresearch_dagster.cli import main
+from deepresearch_dagster.core.config import ResearchSettings
 from deepresearch_dagster.core.naming import partition_key_for
 from deepresearch_dagster.core.pipeline import run_research
 from deepresearch_dagster.core.requests import RequestQueue
-from deepresearch_dagster.core.settings import ResearchSettings
 from tests.test_cli import run_cli
 
 QUESTION = "How do sodium-ion batteries work and what do they cost?"

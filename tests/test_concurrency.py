@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
-from deepresearch_dagster.core.artifact_store import sha256_bytes
+from deepresearch_dagster.core.store.artifacts import sha256_bytes
 from tests.conftest import make_dagster_home
 
 QUESTIONS = [
@@ -129,7 +129,7 @@ def test_eight_concurrent_researches_lose_no_rows(isolated_env):
 
 
 def test_fresh_instance_storage_is_created_once_under_a_lock(tmp_path):
-    from deepresearch_dagster.instance import STORAGE_READY, init_instance_storage
+    from deepresearch_dagster.launcher import STORAGE_READY, init_instance_storage
 
     home = make_dagster_home(tmp_path / "home")
     init_instance_storage(home)

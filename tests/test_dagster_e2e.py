@@ -9,12 +9,12 @@ import duckdb
 from dagster import AssetKey, DagsterInstance
 
 from deepresearch_dagster.cli import failure_reasons
-from deepresearch_dagster.core.artifact_store import ArtifactStore, sha256_bytes
-from deepresearch_dagster.core.lineage import LineageStore
+from deepresearch_dagster.core.config import ResearchSettings
 from deepresearch_dagster.core.pipeline import register
-from deepresearch_dagster.core.settings import ResearchSettings
+from deepresearch_dagster.core.store.artifacts import ArtifactStore, sha256_bytes
+from deepresearch_dagster.core.store.lineage import LineageStore
 from deepresearch_dagster.definitions import build_definitions
-from deepresearch_dagster.partitions import RESEARCH_PARTITIONS_NAME
+from deepresearch_dagster.defs.partitions import RESEARCH_PARTITIONS_NAME
 from tests.conftest import make_dagster_home
 
 QUESTION = "What limits solid-state battery manufacturing, and how are companies scaling production?"

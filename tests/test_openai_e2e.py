@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from deepresearch_dagster.core.lineage import LineageStore
-from deepresearch_dagster.core.settings import ResearchSettings
+from deepresearch_dagster.core.config import ResearchSettings
+from deepresearch_dagster.core.store.lineage import LineageStore
 from tests.conftest import SECRET_KEY
 from tests.test_dagster_e2e import materialize_question
 

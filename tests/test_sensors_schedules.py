@@ -11,14 +11,14 @@ import pytest
 from dagster import AssetKey, DagsterInstance, build_schedule_context, build_sensor_context
 
 from deepresearch_dagster.cli import failure_reasons
-from deepresearch_dagster.core.lineage import LineageStore
+from deepresearch_dagster.core.config import ResearchSettings
 from deepresearch_dagster.core.naming import partition_key_for
 from deepresearch_dagster.core.requests import RequestError, RequestQueue
-from deepresearch_dagster.core.settings import ResearchSettings
+from deepresearch_dagster.core.store.lineage import LineageStore
 from deepresearch_dagster.core.tools.local_search import open_corpus
 from deepresearch_dagster.definitions import build_definitions
-from deepresearch_dagster.partitions import RESEARCH_PARTITIONS_NAME
-from deepresearch_dagster.schedules import recurring_schedules
+from deepresearch_dagster.defs.partitions import RESEARCH_PARTITIONS_NAME
+from deepresearch_dagster.defs.schedules import recurring_schedules
 from tests.conftest import FIXTURES
 
 QUESTION = "How do sodium-ion batteries work and what do they cost?"
@@ -193,7 +193,7 @@ def test_submit_job_queues_a_question_for_the_sensor(isolated_env):
 
 
 def test_a_request_that_cannot_be_registered_yet_waits_in_the_inbox(isolated_env, monkeypatch):
-    import deepresearch_dagster.sensors as sensors
+    import deepresearch_dagster.defs.sensors as sensors
 
     def locked(*args, **kwargs):
         raise RuntimeError("IO Error: Could not set lock on file")

@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 from dagster import AssetKey, DagsterInstance
 
-from deepresearch_dagster.core.lineage import LineageStore
+from deepresearch_dagster.core.config import ResearchSettings
 from deepresearch_dagster.core.pipeline import register
-from deepresearch_dagster.core.settings import ResearchSettings
-from deepresearch_dagster.partitions import RESEARCH_PARTITIONS_NAME
+from deepresearch_dagster.core.store.lineage import LineageStore
+from deepresearch_dagster.defs.partitions import RESEARCH_PARTITIONS_NAME
 
 REPO = Path(__file__).resolve().parents[1]
 ASSETS = {"research_plan", "tool_outputs", "compressed_summaries", "research_report"}

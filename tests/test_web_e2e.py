@@ -124,8 +124,8 @@ def test_solid_state_depth_one_web_research_has_five_verified_citations(fake_ope
     import http.server
     import threading
 
+    from deepresearch_dagster.core.config import ResearchSettings
     from deepresearch_dagster.core.pipeline import run_research
-    from deepresearch_dagster.core.settings import ResearchSettings
     from deepresearch_dagster.core.tools.local_search import DEFAULT_CORPUS
 
     folder = DEFAULT_CORPUS / "solid_state_batteries"

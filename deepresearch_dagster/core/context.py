@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from datetime import date
 from functools import cached_property
 
-from .artifact_store import ArtifactStore
-from .budget import BudgetLedger
-from .engines.base import Engine
-from .lineage import LineageStore
-from .settings import ResearchSettings
+from .config import ResearchSettings
+from .llm.budget import BudgetLedger
+from .llm.engine import Engine
+from .store.artifacts import ArtifactStore
+from .store.lineage import LineageStore
 
 logger = logging.getLogger("deepresearch")
 

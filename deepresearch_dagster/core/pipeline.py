@@ -9,19 +9,19 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .artifact_store import ArtifactStore, sha256_bytes
-from .budget import dollars
-from .compressor import StepContext, compress
+from .config import ResearchSettings
 from .context import ResearchContext, logger
-from .coordinator import InvalidQuestion, route
-from .lineage import LineageStore
+from .llm.budget import dollars
+from .llm.prompts import prompt_version
 from .models import Report, ResearchPlan, SummaryBundle, ToolOutputs
 from .naming import plan_folder, slugify
-from .planner import make_plan
-from .prompts import prompt_version
-from .reporter import write_report
-from .research_team import execute_plan
-from .settings import ResearchSettings
+from .roles.compressor import StepContext, compress
+from .roles.coordinator import InvalidQuestion, route
+from .roles.planner import make_plan
+from .roles.reporter import write_report
+from .roles.researcher import execute_plan
+from .store.artifacts import ArtifactStore, sha256_bytes
+from .store.lineage import LineageStore
 
 # Stage outputs as files in the partition folder; the Dagster IO manager uses the same names.
 STAGE_FILES: dict[str, tuple[str, type[BaseModel]]] = {

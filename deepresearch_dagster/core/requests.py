@@ -21,10 +21,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .artifact_store import atomic_write_bytes, sha256_bytes
-from .coordinator import InvalidQuestion, validate_question
+from .config import REQUEST_OPTIONS, ResearchSettings
 from .naming import MAX_PARTITION_SLUG, slugify
-from .settings import REQUEST_OPTIONS, ResearchSettings
+from .roles.coordinator import InvalidQuestion, validate_question
+from .store.artifacts import atomic_write_bytes, sha256_bytes
 
 REQUESTS_DIR_ENV = "DEEPRESEARCH_REQUESTS_DIR"
 RECURRING_ENV = "DEEPRESEARCH_RECURRING"

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from deepresearch_dagster.core.artifact_store import (
+from deepresearch_dagster.core.store.artifacts import (
     ArtifactAccessError,
     ArtifactReader,
     ArtifactStore,

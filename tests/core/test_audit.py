@@ -7,10 +7,10 @@ import json
 import duckdb
 import pytest
 
-from deepresearch_dagster.core import audit
-from deepresearch_dagster.core.lineage import LineageStore
+from deepresearch_dagster.core.store import audit
+from deepresearch_dagster.core.config import ResearchSettings
 from deepresearch_dagster.core.pipeline import run_research
-from deepresearch_dagster.core.settings import ResearchSettings
+from deepresearch_dagster.core.store.lineage import LineageStore
 
 KEY = "k-1"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import date
 
-from deepresearch_dagster.core.artifact_store import ArtifactStore
-from deepresearch_dagster.core.changes import (
+from deepresearch_dagster.core.models import CompressionResult, Report, SummaryBundle, SummaryRecord
+from deepresearch_dagster.core.roles.changes import (
     compare,
     find_previous,
     normalize_finding,
@@ -13,8 +13,8 @@ from deepresearch_dagster.core.changes import (
     render_markdown,
     with_changes,
 )
-from deepresearch_dagster.core.lineage import LineageStore
-from deepresearch_dagster.core.models import CompressionResult, Report, SummaryBundle, SummaryRecord
+from deepresearch_dagster.core.store.artifacts import ArtifactStore
+from deepresearch_dagster.core.store.lineage import LineageStore
 
 SUMMARY = "First sentence about cells. Second sentence about costs. Third sentence about supply."
 

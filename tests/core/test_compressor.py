@@ -1,7 +1,7 @@
 import json
 
-from deepresearch_dagster.core.compressor import StepContext, compress
 from deepresearch_dagster.core.models import CompressionResult, ToolCallRecord
+from deepresearch_dagster.core.roles.compressor import StepContext, compress
 from deepresearch_dagster.core.text import estimate_tokens
 
 STEP = StepContext(
@@ -135,7 +135,7 @@ TRICKY = [
 
 
 def test_extractive_compression_is_always_schema_valid():
-    from deepresearch_dagster.core.engines.offline import compress_extractively
+    from deepresearch_dagster.core.heuristics.compression import compress_extractively
     from tests.conftest import FIXTURES
 
     pages = [p.read_text() for p in sorted((FIXTURES / "web_pages").glob("*/source.html"))]

@@ -1,6 +1,6 @@
 import pytest
 
-from deepresearch_dagster.core.coordinator import InvalidQuestion, route, validate_question
+from deepresearch_dagster.core.roles.coordinator import InvalidQuestion, route, validate_question
 
 
 @pytest.mark.parametrize("bad", ["", "   \n\t ", "x" * 10_001, "bell\x07char", "nul\x00"])

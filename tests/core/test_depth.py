@@ -8,11 +8,11 @@ import time
 
 from pydantic import BaseModel
 
-from deepresearch_dagster.core.budget import BudgetExceeded, BudgetLedger, BudgetLimits
-from deepresearch_dagster.core.engines.base import ToolCallRequest
+from deepresearch_dagster.core.config import ResearchSettings
+from deepresearch_dagster.core.llm.budget import BudgetExceeded, BudgetLedger, BudgetLimits
+from deepresearch_dagster.core.llm.engine import ToolCallRequest
 from deepresearch_dagster.core.pipeline import run_research
-from deepresearch_dagster.core.retrieval import rank_results, run_concurrently
-from deepresearch_dagster.core.settings import ResearchSettings
+from deepresearch_dagster.core.roles.retrieval import rank_results, run_concurrently
 from deepresearch_dagster.core.tools import Tool, Toolbox, ToolResult
 
 
@@ -43,9 +43,7 @@ def test_iterates_until_sufficient(fake_openai):
 
 def test_stops_at_max_iterations_and_says_incomplete(fake_openai):
     fake_openai.script("critic", _verdict(3, "recycling solid-state batteries end of life"), _verdict(3, "x y"))
-    _, report = run_research(
-        "How do solid-state batteries work?", ResearchSettings.from_env(engine="openai", depth=1)
-    )
+    _, report = run_research("How do solid-state batteries work?", ResearchSettings.from_env(engine="openai", depth=1))
     assert report.sufficiency_scores == [3, 3] and not report.complete
     assert "Research may be incomplete: max iterations (1) reached at sufficiency 3/10" in report.markdown
 

@@ -76,7 +76,7 @@ def test_duckdb_rows_match_files_by_sha256(make_context):
         "SELECT artifact_path, sha256, is_useful FROM tool_calls WHERE partition_key = ?", [ctx.partition_key]
     )
     assert len(rows) == len(outputs.calls)
-    from deepresearch_dagster.core.artifact_store import sha256_bytes
+    from deepresearch_dagster.core.store.artifacts import sha256_bytes
 
     for row in rows:
         assert sha256_bytes(ctx.store.resolve_relpath(row["artifact_path"]).read_bytes()) == row["sha256"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from ..artifact_store import ArtifactAccessError, ArtifactReader
+from ..store.artifacts import ArtifactAccessError, ArtifactReader
 from .base import Tool, ToolError, ToolResult
 
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from deepresearch_dagster.core.engines.base import EngineError
-from deepresearch_dagster.core.engines.openai_engine import OpenAIEngine, RetryPolicy
-from deepresearch_dagster.core.settings import DEFAULT_MODELS
+from deepresearch_dagster.core.config import DEFAULT_MODELS
+from deepresearch_dagster.core.llm.engine import EngineError
+from deepresearch_dagster.core.llm.openai_engine import OpenAIEngine, RetryPolicy
 
 SYSTEM = {"role": "system", "content": "ROLE: planner\nPlan it."}
 SCHEMA = {"title": "ResearchPlan", "type": "object"}
@@ -102,7 +102,7 @@ def test_role_parameters_are_sent(fake_openai):
 
 
 def test_settings_give_each_role_its_temperature(monkeypatch):
-    from deepresearch_dagster.core.settings import ResearchSettings
+    from deepresearch_dagster.core.config import ResearchSettings
 
     monkeypatch.setenv("DEEPRESEARCH_TEMPERATURE", "0.2")
     monkeypatch.setenv("DEEPRESEARCH_TEMPERATURE_REPORTER", "0.6")

@@ -1,5 +1,0 @@
-"""LLM engines: the offline deterministic engine and the OpenAI-compatible client."""
-
-from .base import Attempt, Completion, Engine, EngineError, ToolCallRequest
-
-__all__ = ["Attempt", "Completion", "Engine", "EngineError", "ToolCallRequest"]

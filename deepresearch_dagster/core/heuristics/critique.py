@@ -1,0 +1,50 @@
+"""The heuristic critic: sufficiency from coverage of question terms and plan steps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..text import content_terms
+from .terms import (
+    topic_terms,
+)
+
+
+def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
+    """Sufficiency from coverage: question terms found in memory, plan steps with a source."""
+    question = payload["question"]
+    memory = payload.get("memory", [])
+    memory_terms = set(
+        content_terms(" ".join(f"{m.get('summary', '')} {' '.join(m.get('extraction', []))}" for m in memory))
+    )
+    words_ = topic_terms(question)
+    missing = [w for w in words_ if not set(content_terms(w.replace("-", " "))) <= memory_terms]
+    coverage = 1 - len(missing) / len(words_) if words_ else 1.0
+    steps = payload["plan"]["steps"]
+    sourced = {str(m["step_id"]) for m in memory if m.get("source")}
+    uncovered = [s for s in steps if str(s["step_id"]) not in sourced]
+    step_cov = 1 - len(uncovered) / len(steps) if steps else 1.0
+    score = max(1, min(10, round(1 + 9 * (0.5 * coverage + 0.5 * step_cov))))
+    topic = " ".join(topic_terms(question, drop_aspects=True)[:4])
+    gaps = [
+        {
+            "description": f"Step '{s['title']}' found no usable source.",
+            "severity": "high",
+            "suggested_query": (s.get("queries") or [s["title"]])[-1],
+        }
+        for s in uncovered
+    ]
+    gaps += [
+        {
+            "description": f"No evidence yet on '{w}'.",
+            "severity": "high" if coverage < 0.5 else "medium",
+            "suggested_query": f"{w} {topic}".strip(),
+        }
+        for w in missing[:3]
+    ]
+    return {
+        "sufficiency": score,
+        "gaps": gaps[:10],
+        "contradictions": [],
+        "recommendation": "Sufficient to report." if not gaps else "Research the listed gaps before reporting.",
+    }

@@ -1,0 +1,94 @@
+"""Citation verification: every ``[n]`` must name a research source whose stored raw artifact
+contains the supporting quote (after whitespace/case/markup normalization). Unverifiable
+citations are removed from the text and counted."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..text import content_terms, split_sentences
+
+_CITED = re.compile(r"((?:\s*\[\d+\])+)")
+_NUM = re.compile(r"\[(\d+)\]")
+_MARKUP = re.compile(r"[*_`#>|]+")
+_LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+
+
+class CitationCheck(BaseModel):
+    n: int
+    sentence: str
+    verified: bool
+    quote: str | None = None
+    artifact_file: str | None = None
+    reason: str | None = None
+
+
+def normalize(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text)
+    text = _MARKUP.sub(" ", _LIST.sub("", text))
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def _overlap(sentence_terms: set[str], other: str) -> float:
+    return len(sentence_terms & set(content_terms(other))) / len(sentence_terms) if sentence_terms else 0.0
+
+
+def find_support(sentence: str, entries: list[dict[str, Any]], raws: dict[str, str]) -> tuple[str, str] | None:
+    """(quote, artifact file) from the source's raw artifacts that supports ``sentence``."""
+    terms = set(content_terms(sentence))
+    norm_sentence = normalize(sentence)
+    for e in entries:
+        raw = raws.get(e["artifact_file"], "")
+        norm_raw = normalize(raw)
+        if norm_sentence and norm_sentence in norm_raw:
+            return sentence.strip(), e["artifact_file"]
+        candidates = [*split_sentences(e["summary"]), *e["extraction"]]
+        best = max(candidates, key=lambda c: _overlap(terms, c), default=None)
+        if best and _overlap(terms, best) >= 0.5 and normalize(best) in norm_raw:
+            return best, e["artifact_file"]
+        raw_best = max(split_sentences(raw), key=lambda s: _overlap(terms, s), default=None)
+        if raw_best and _overlap(terms, raw_best) >= 0.6:
+            return raw_best, e["artifact_file"]
+    return None
+
+
+def verify_citations(
+    markdown: str, entries_by_n: dict[int, list[dict[str, Any]]], raws: dict[str, str]
+) -> tuple[str, list[CitationCheck]]:
+    """Check each cited sentence; drop markers that fail. Returns the new text and every check."""
+    checks: list[CitationCheck] = []
+    out_lines = []
+    for line in markdown.splitlines():
+        pieces = _CITED.split(line)  # text, markers, text, markers, ...
+        rebuilt = []
+        for i in range(0, len(pieces), 2):
+            text = pieces[i]
+            rebuilt.append(text)
+            if i + 1 >= len(pieces):
+                continue
+            sentence = split_sentences(_LIST.sub("", text).strip())
+            claim = sentence[-1] if sentence else text.strip()
+            kept = []
+            for n in (int(m) for m in _NUM.findall(pieces[i + 1])):
+                entries = entries_by_n.get(n)
+                if not entries:
+                    checks.append(CitationCheck(n=n, sentence=claim, verified=False, reason="no such source"))
+                    continue
+                support = find_support(claim, entries, raws)
+                if support is None:
+                    checks.append(
+                        CitationCheck(n=n, sentence=claim, verified=False, reason="quote not found in the artifact")
+                    )
+                    continue
+                checks.append(
+                    CitationCheck(n=n, sentence=claim, verified=True, quote=support[0], artifact_file=support[1])
+                )
+                kept.append(f"[{n}]")
+            if kept:
+                rebuilt.append(" " + "".join(kept))
+        out_lines.append("".join(rebuilt).rstrip())
+    return "\n".join(out_lines) + ("\n" if markdown.endswith("\n") else ""), checks

@@ -1,0 +1,31 @@
+"""Coordinator: validates the question and routes it to the planner. No tools, no reasoning."""
+
+from __future__ import annotations
+
+from ..naming import partition_key_for
+from ..text import has_forbidden_control_chars
+
+MAX_QUESTION_CHARS = 10_000
+
+
+class InvalidQuestion(ValueError):
+    """The user's question cannot be researched as given (message is user-facing)."""
+
+
+def validate_question(question: str) -> str:
+    if not isinstance(question, str):
+        raise InvalidQuestion("the question must be text")
+    cleaned = question.strip()
+    if not cleaned:
+        raise InvalidQuestion("the question is empty")
+    if len(cleaned) > MAX_QUESTION_CHARS:
+        raise InvalidQuestion(f"the question has {len(cleaned)} characters; the limit is {MAX_QUESTION_CHARS}")
+    if has_forbidden_control_chars(cleaned):
+        raise InvalidQuestion("the question contains control characters (only newlines and tabs are allowed)")
+    return cleaned
+
+
+def route(question: str) -> tuple[str, str]:
+    """Return ``(question, partition_key)`` for the planner."""
+    cleaned = validate_question(question)
+    return cleaned, partition_key_for(cleaned)

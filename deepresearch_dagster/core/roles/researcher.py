@@ -1,0 +1,359 @@
+"""Research team: executes plan steps in order with tools, offloading and compressing each result.
+
+Per tool call, in this order: run the tool → write the whole raw output atomically → record
+the call in DuckDB → compress → inject one assistant message if useful (seed 000 §4–§6).
+The model's own tool-call request is transient: only compressed knowledge stays in context.
+
+A step: ``breadth`` query variants searched concurrently → results merged, deduplicated and
+ranked → the top ``max_sources_per_step`` read (concurrently) → the researcher model may add
+calls up to the step's cap. After the pass, the critic decides on follow-up rounds.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..context import ResearchContext
+from ..llm.budget import BudgetExceeded
+from ..llm.engine import ToolCallRequest
+from ..llm.prompts import render
+from ..llm.structured import complete_recorded, record_completion
+from ..models import PlanStep, ResearchPlan, SummaryRecord, ToolCallRecord, ToolOutputs
+from ..naming import artifact_filename, plan_folder, slugify
+from ..store.artifacts import ArtifactReader
+from ..store.tool_cache import ToolCache
+from ..text import estimate_tokens
+from ..tools import Toolbox, ToolResult
+from ..tools.artifact_tools import artifact_tools
+from ..tools.local_search import corpus_tools, open_corpus
+from ..tools.web_tools import fetch_tool, search_tool
+from ..web.search import FallbackSearch, providers_from_env
+from .compressor import StepContext, compress
+from .critic import CriticRound, critique, followup_steps
+from .retrieval import rank_results, run_concurrently
+
+# Tools that read one source, with the argument naming it (for "already read" bookkeeping).
+READ_TOOLS = {"read_document": "path", "fetch_url": "url"}
+SEARCH_TOOLS = {"web_search": ("fetch_url", "url", "max_results"), "local_search": ("read_document", "path", "k")}
+
+
+def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
+    """Corpus and artifact tools always; web tools when a search provider is configured."""
+    settings = ctx.settings
+    tools = corpus_tools(open_corpus(str(settings.corpus_path)))
+    providers = providers_from_env()
+    if providers:
+        tools.append(search_tool(FallbackSearch(providers)))
+    if providers or settings.enable_fetch:
+        tools.append(fetch_tool(settings.fetch_policy()))
+    return Toolbox(tools + artifact_tools(ArtifactReader(ctx.store.raw_dir(plan_title))))
+
+
+def conversation_file(step_id: str) -> str:
+    return f"conversations/step_{slugify(step_id, 16)}.json"
+
+
+@dataclass
+class ResearchState:
+    calls: list[ToolCallRecord] = field(default_factory=list)
+    summaries: list[SummaryRecord] = field(default_factory=list)
+    conversations: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    already_read: list[str] = field(default_factory=list)
+    memory: list[dict[str, Any]] = field(default_factory=list)  # injected summaries + step/source
+
+    @property
+    def sources(self) -> set[str]:
+        return {c.source for c in self.calls if c.source and c.status == "ok"}
+
+
+@dataclass
+class StepRun:
+    """One step's conversation and call bookkeeping."""
+
+    step: PlanStep
+    messages: list[dict[str, str]]
+    ordinals: Counter[str] = field(default_factory=Counter)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    memory: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _store_call(
+    ctx: ResearchContext,
+    plan: ResearchPlan,
+    run: StepRun,
+    request: ToolCallRequest,
+    result: ToolResult,
+    error: str | None,
+    latency_ms: float,
+    cached: bool,
+) -> tuple[ToolCallRecord, str]:
+    run.ordinals[request.name] += 1
+    seq = len(run.calls) + 1
+    step = run.step
+    filename = artifact_filename(
+        plan.plan_title, step.step_id, step.title, request.name, result.ext, run.ordinals[request.name]
+    )
+    stored = ctx.store.write_raw(plan.plan_title, filename, result.content)
+    record = ToolCallRecord(
+        call_id=f"{step.step_id}.{seq}",
+        step_id=step.step_id,
+        step_title=step.title,
+        step_description=step.description,
+        seq=seq,
+        tool=request.name,
+        arguments=request.arguments,
+        artifact_file=stored.filename,
+        artifact_path=stored.relpath,
+        bytes=stored.bytes,
+        sha256=stored.sha256,
+        raw_tokens=estimate_tokens(stored.text),
+        latency_ms=round(latency_ms, 3),
+        source=result.source,
+        source_title=result.source_title,
+        status="error" if error else "ok",
+        error=error,
+        cached=cached,
+    )
+    ctx.lineage.record_tool_call(ctx.partition_key, ctx.run_id, record)
+    run.calls.append({"tool": request.name, "arguments": request.arguments})
+    return record, stored.text
+
+
+def run_calls(
+    ctx: ResearchContext,
+    plan: ResearchPlan,
+    toolbox: Toolbox,
+    run: StepRun,
+    state: ResearchState,
+    requests: list[ToolCallRequest],
+) -> list[tuple[ToolCallRecord, str]]:
+    """Execute calls (uncached ones concurrently), then offload, record, compress and inject
+    each in request order. Raises BudgetExceeded after storing what was within the budget."""
+    cache = ToolCache(ctx.lineage, ctx.settings.artifacts_path, ctx.settings.tool_cache_ttl_s)
+    reservations, over_budget = [], None
+    for _ in requests:
+        try:
+            reservations.append(ctx.budget.reserve(tool_calls=1))
+        except BudgetExceeded as exc:
+            over_budget = exc
+            break
+    requests = requests[: len(reservations)]
+    with ctx.lineage.session():
+        cached = [
+            cache.get(r.name, r.arguments) if (t := toolbox.tools.get(r.name)) and t.cacheable else None
+            for r in requests
+        ]
+    pending = [r for r, c in zip(requests, cached, strict=True) if c is None]
+    executed = iter(run_concurrently(toolbox, pending, ctx.settings.fanout_concurrency))
+    stored: list[tuple[ToolCallRecord, str]] = []
+    for request, hit, reservation in zip(requests, cached, reservations, strict=True):
+        result, error, latency = (hit, None, 0.0) if hit is not None else next(executed)
+        if result is None:
+            result = ToolResult(content={"error": error, "tool": request.name}, kind="json")
+        ctx.budget.settle(reservation, tool_calls=1)
+        # One short connection per call: other processes can write between calls.
+        with ctx.lineage.session():
+            record, raw_text = _store_call(ctx, plan, run, request, result, error, latency, hit is not None)
+            tool = toolbox.tools.get(request.name)
+            if tool and tool.cacheable and error is None and hit is None:
+                cache.put(record, result)
+            summary = compress(
+                ctx,
+                StepContext(plan.plan_title, run.step.title, run.step.description, request.name),
+                record,
+                raw_text,
+                result.kind,
+            )
+            ctx.lineage.record_tool_summary(ctx.partition_key, summary)
+        _absorb(ctx, run, state, request, record, raw_text, summary)
+        stored.append((record, raw_text))
+    if over_budget is not None:
+        raise over_budget
+    return stored
+
+
+def _absorb(
+    ctx: ResearchContext,
+    run: StepRun,
+    state: ResearchState,
+    request: ToolCallRequest,
+    record: ToolCallRecord,
+    raw_text: str,
+    summary: SummaryRecord,
+) -> None:
+    state.calls.append(record)
+    state.summaries.append(summary)
+    injected = summary.injected
+    verdict = "not useful"
+    if summary.raw_context:
+        run.messages.append({"role": "assistant", "content": raw_text})
+        verdict = f"raw context, {summary.injected_tokens} tokens injected"
+    elif injected is not None:
+        run.messages.append(injected.to_message())
+        verdict = f"useful, {summary.injected_tokens} tokens injected"
+    if injected is not None:
+        run.memory.append(injected.model_dump())
+        state.memory.append({**injected.model_dump(), "step_id": record.step_id, "source": record.source})
+    if request.name in READ_TOOLS and record.status == "ok":
+        state.already_read.append(str(request.arguments.get(READ_TOOLS[request.name])))
+    ctx.log(f"  {request.name} → {record.artifact_file} ({record.raw_tokens} raw tokens, {verdict})")
+
+
+def _search_requests(step: PlanStep, toolbox: Toolbox, breadth: int, cap: int) -> list[ToolCallRequest]:
+    name = "web_search" if "web_search" in toolbox.tools else "local_search"
+    size_arg = SEARCH_TOOLS[name][2]
+    queries = list(dict.fromkeys(step.queries)) or [f"{step.title} {step.description}"[:300]]
+    return [ToolCallRequest(name, {"query": q, size_arg: 5}) for q in queries[: min(breadth, cap)]]
+
+
+def execute_step(
+    ctx: ResearchContext, plan: ResearchPlan, step: PlanStep, toolbox: Toolbox, state: ResearchState
+) -> None:
+    settings = ctx.settings
+    reduced = ctx.budget.reduce_scope  # at 90 % of any cap: one query, one source
+    breadth = 1 if reduced else settings.breadth
+    top_k = 1 if reduced else settings.max_sources_per_step
+    cap = settings.max_tool_calls_per_step
+    run = StepRun(
+        step,
+        [
+            {"role": "system", "content": render("researcher", today=ctx.today)},
+            {
+                "role": "user",
+                "content": render(
+                    "researcher_step",
+                    plan_title=plan.plan_title,
+                    step_id=step.step_id,
+                    step_title=step.title,
+                    step_description=step.description,
+                    already_read=", ".join(state.already_read) or "none",
+                    max_calls=cap,
+                ),
+            },
+        ],
+    )
+    try:
+        searches = run_calls(ctx, plan, toolbox, run, state, _search_requests(step, toolbox, breadth, cap))
+        listings = [raw for record, raw in searches if record.status == "ok"]
+        step_text = " ".join([step.title, step.description, *step.queries])
+        ranked = rank_results(listings, step_text, exclude=set(state.already_read))
+        read_tool, arg = SEARCH_TOOLS[searches[0][0].tool][:2] if searches else ("read_document", "path")
+        reads = [ToolCallRequest(read_tool, {arg: r.source}) for r in ranked[: min(top_k, cap - len(run.calls))]]
+        run_calls(ctx, plan, toolbox, run, state, reads)
+        _researcher_phase(ctx, plan, toolbox, run, state)
+    finally:
+        state.conversations[step.step_id] = run.messages
+        ctx.store.write_json(conversation_file(step.step_id), run.messages)
+        ctx.lineage.record_context(ctx.partition_key, step.step_id, run.messages)
+
+
+def _researcher_phase(
+    ctx: ResearchContext, plan: ResearchPlan, toolbox: Toolbox, run: StepRun, state: ResearchState
+) -> None:
+    """The researcher model may add calls (deeper reads, artifact grep) up to the step's cap."""
+    cap = ctx.settings.max_tool_calls_per_step
+    while len(run.calls) < cap:
+        payload = {
+            "step": run.step.model_dump(),
+            "memory": run.memory,
+            "calls": run.calls,
+            "already_read": state.already_read,
+            "max_calls": cap,
+            "tools": sorted(toolbox.tools),
+        }
+        completion = complete_recorded(
+            ctx,
+            "researcher",
+            run.messages,
+            payload,
+            tools=toolbox.definitions(),
+            artifact=conversation_file(run.step.step_id),
+        )
+        record_completion(ctx, "researcher", completion, 1, "ok", conversation_file(run.step.step_id))
+        if not completion.tool_calls:
+            return
+        run_calls(ctx, plan, toolbox, run, state, completion.tool_calls[: cap - len(run.calls)])
+
+
+def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
+    """All plan steps, then critic rounds with follow-up steps (``plan.followup_steps`` grows)."""
+    ctx.lineage.clear_research_calls(ctx.partition_key)
+    toolbox = build_toolbox(ctx, plan.plan_title)
+    state = ResearchState()
+    rounds: list[CriticRound] = []
+    stop_reason, complete = "complete", True
+    settings = ctx.settings
+    if plan.direct_answer and settings.depth == 0:
+        ctx.log("the planner judged the question directly answerable and depth is 0: no tool calls")
+        stop_reason = "direct_answer"
+    else:
+        try:
+            for index, step in enumerate(plan.steps, start=1):
+                ctx.log(f"step {index}/{len(plan.steps)}: {step.title}")
+                execute_step(ctx, plan, step, toolbox, state)
+            stop_reason, complete = _reflect(ctx, plan, toolbox, state, rounds)
+        except BudgetExceeded as exc:
+            ctx.log(f"budget exhausted: {exc}; the report is written from what exists")
+            stop_reason, complete = f"budget: {exc}", False
+    ctx.lineage.record_critic_rounds(ctx.partition_key, [r.model_dump() for r in rounds])
+    return ToolOutputs(
+        partition_key=ctx.partition_key,
+        plan_folder=plan_folder(plan.plan_title),
+        calls=state.calls,
+        summaries=state.summaries,
+        conversations=state.conversations,
+        followup_steps=plan.followup_steps,
+        critic_rounds=[r.model_dump() for r in rounds],
+        stop_reason=stop_reason,
+        complete=complete,
+        direct_answer=stop_reason == "direct_answer",
+    )
+
+
+def _reflect(
+    ctx: ResearchContext, plan: ResearchPlan, toolbox: Toolbox, state: ResearchState, rounds: list[CriticRound]
+) -> tuple[str, bool]:
+    """Critic after each pass; follow-ups while insufficient and within depth and budget."""
+    settings = ctx.settings
+    if settings.depth == 0:
+        return "depth 0: no reflection round", True
+    asked = {q.lower() for s in plan.steps for q in s.queries}
+    for round_ in range(1, settings.depth + 2):
+        verdict, fallback = critique(ctx, plan, state.memory)
+        ctx.log(f"critic round {round_}: sufficiency {verdict.sufficiency}/10, {len(verdict.gaps)} gap(s)")
+
+        def close(decision: str, fallback: bool = fallback, verdict: Any = verdict, round_: int = round_) -> None:
+            rounds.append(CriticRound(round=round_, verdict=verdict, decision=decision, fallback=fallback))
+
+        if verdict.sufficiency >= settings.sufficiency_threshold:
+            close("sufficient")
+            return "sufficient", True
+        if round_ > settings.depth:
+            close("max_iterations")
+            return f"max iterations ({settings.depth}) reached at sufficiency {verdict.sufficiency}/10", False
+        if ctx.budget.reduce_scope:
+            close("budget")
+            return "budget at 90%: no further reflection round", False
+        steps = followup_steps(round_, verdict, settings.max_followups_per_round, asked)
+        if not steps:
+            close("no_gaps")
+            return f"critic scored {verdict.sufficiency}/10 but named no new query to run", False
+        rounds.append(
+            CriticRound(
+                round=round_,
+                verdict=verdict,
+                decision="follow_up",
+                fallback=fallback,
+                followup_step_ids=[s.step_id for s in steps],
+            )
+        )
+        plan.followup_steps.extend(steps)
+        sources_before = set(state.sources)
+        for step in steps:
+            ctx.log(f"follow-up {step.step_id}: {step.title}")
+            execute_step(ctx, plan, step, toolbox, state)
+        if state.sources <= sources_before:
+            return f"follow-up round {round_} found no new sources", False
+    return "complete", True

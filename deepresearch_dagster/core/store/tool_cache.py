@@ -1,0 +1,64 @@
+"""Tool-call cache: an identical network tool call within the TTL is served from its artifact.
+
+Key = tool name + normalized arguments (URLs normalized, whitespace collapsed). A hit re-reads
+the stored raw file (checked against its sha256) instead of calling the network, so a partition
+re-materialized after a failure re-uses every call that already succeeded.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..models import ToolCallRecord
+from ..naming import short_hash
+from ..tools import ToolResult
+from ..web.urls import normalize_url
+from .artifacts import sha256_bytes
+from .lineage import LineageStore
+
+
+def normalized_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in sorted(arguments):
+        value = arguments[key]
+        if isinstance(value, str):
+            value = normalize_url(value) if key == "url" else " ".join(value.split())
+        out[key] = value
+    return out
+
+
+def tool_cache_key(tool: str, arguments: dict[str, Any]) -> str:
+    return short_hash(json.dumps([tool, normalized_arguments(arguments)], sort_keys=True), 32)
+
+
+class ToolCache:
+    def __init__(self, lineage: LineageStore, artifacts_root: Path, ttl_s: float) -> None:
+        self.lineage = lineage
+        self.root = artifacts_root
+        self.ttl_s = ttl_s
+
+    def get(self, tool: str, arguments: dict[str, Any]) -> ToolResult | None:
+        if self.ttl_s <= 0:
+            return None
+        rows = self.lineage.query(
+            "SELECT artifact_path, sha256, kind, source, source_title FROM tool_cache WHERE cache_key = ? "
+            "AND created_at >= current_timestamp - to_seconds(?)",
+            [tool_cache_key(tool, arguments), float(self.ttl_s)],
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        path = self.root / row["artifact_path"]
+        # A file overwritten or removed since it was cached is a miss, never stale data.
+        if not path.is_file() or sha256_bytes(data := path.read_bytes()) != row["sha256"]:
+            return None
+        text = data.decode("utf-8")
+        content = json.loads(text) if row["kind"] == "json" else text
+        return ToolResult(content=content, kind=row["kind"], source=row["source"], source_title=row["source_title"])
+
+    def put(self, record: ToolCallRecord, result: ToolResult) -> None:
+        self.lineage.put_tool_cache(
+            tool_cache_key(record.tool, record.arguments), record, result.kind, normalized_arguments(record.arguments)
+        )
