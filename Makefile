@@ -5,14 +5,16 @@ BIN := $(VENV)/bin
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 DEMO_QUESTION ?= What are the main challenges in commercializing solid-state batteries, and how are manufacturers addressing them?
 
-.PHONY: install demo test dev lint bench clean
+.PHONY: install demo test dev lint bench redteam clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# setuptools prints an informational "Editable installation" box on every editable build;
+	# the metadata itself is clean (SPDX license string, setuptools >= 77), so keep it quiet.
+	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -29,6 +31,11 @@ dev: install
 # Quick mode by default; `make bench BENCH_ARGS=--full` for the larger sizes.
 bench: install
 	PYTHONPATH=$(CURDIR) $(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)
+
+# Red-team suite (issue 15): confinement, SSRF list, deadlines, ReDoS, secrets, prompt injection;
+# prints the table (case, expected, observed, pass) at the end.
+redteam: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/redteam
 
 lint: install
 	$(BIN)/ruff check deepresearch_dagster tests benchmarks

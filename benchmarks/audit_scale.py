@@ -186,8 +186,10 @@ def time_metrics_function(path: Path) -> dict[str, Any] | None:
     fn = getattr(audit, "metrics", None)
     if fn is None:
         return None
+    from deepresearch_dagster.core.llm.pricing import DEFAULT_PRICES
+
     lineage = LineageStore.at(path)
-    ms, result = median_ms(lambda: fn(lineage))
+    ms, result = median_ms(lambda: fn(lineage, DEFAULT_PRICES))
     researches = len(getattr(result, "researches", []) or [])
     return {"ms": ms, "researches_listed": researches}
 

@@ -416,8 +416,8 @@ def guard_extractive_compressor() -> dict[str, int]:
     summary is padded with the same filler sentence the offline compressor already uses; the
     number of padded summaries is reported (0 once the bug is fixed). Benchmarks 1-2 report the
     crashes instead of working around them."""
-    from deepresearch_dagster.core.roles import compressor
     from deepresearch_dagster.core.llm import offline
+    from deepresearch_dagster.core.roles import compressor
     from deepresearch_dagster.core.text import count_sentences
 
     original = offline.compress_extractively

@@ -41,7 +41,7 @@ from common import (
 )
 
 from deepresearch_dagster.core.config import ResearchSettings
-from deepresearch_dagster.core.context import ResearchContext
+from deepresearch_dagster.core.context import ResearchContext, make_engine
 from deepresearch_dagster.core.models import ToolCallRecord
 from deepresearch_dagster.core.roles.compressor import StepContext, compress
 from deepresearch_dagster.core.store.artifacts import sha256_bytes
@@ -95,7 +95,7 @@ def make_context(root: Path, engine: str, base_url: str | None = None) -> Resear
         question="What do these web pages report?",
         run_id=f"bench-{engine}",
         settings=settings,
-        engine=settings.make_engine(),
+        engine=make_engine(settings),
         lineage=lineage,
         log=lambda m: None,
     )

@@ -86,26 +86,20 @@ def run_dagster(root: Path, services: WebServices, index: int) -> tuple[float, f
     from deepresearch_dagster.core.pipeline import register
     from deepresearch_dagster.core.store.lineage import LineageStore
     from deepresearch_dagster.definitions import build_definitions
-    from deepresearch_dagster.defs.partitions import RESEARCH_PARTITIONS_NAME
+    from deepresearch_dagster.defs.partitions import ensure_partition
+    from deepresearch_dagster.launcher import run_job
 
     settings = ResearchSettings.from_env()
     key = register(LineageStore.at(settings.duckdb_file), question(index))
     instance = DagsterInstance.get()
-    instance.add_dynamic_partitions(RESEARCH_PARTITIONS_NAME, [key])
-    job = build_definitions().resolve_job_def("research_job")
+    ensure_partition(instance, key)
+    definitions = build_definitions()
     setup_s = time.perf_counter() - setup
     start = time.perf_counter()
-    result = job.execute_in_process(
-        partition_key=key,
-        instance=instance,
-        raise_on_error=False,
-        run_config={"loggers": {"console": {"config": {"log_level": "ERROR"}}}},
-    )
+    result = run_job("research_job", key, instance, definitions=definitions)
     wall = time.perf_counter() - start
     if not result.success:
-        from deepresearch_dagster.cli import failure_reasons
-
-        raise RuntimeError(f"dagster run failed: {failure_reasons(result.all_events)}")
+        raise RuntimeError(f"dagster run failed: {result.reasons}")
     return wall, setup_s
 
 

@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import answer_retention
 from common import (
     Page,
     clean_env,
@@ -42,7 +43,7 @@ from common import (
 )
 
 from deepresearch_dagster.core.config import ResearchSettings
-from deepresearch_dagster.core.context import ResearchContext
+from deepresearch_dagster.core.context import ResearchContext, make_engine
 from deepresearch_dagster.core.models import ToolCallRecord
 from deepresearch_dagster.core.roles.compressor import StepContext, compress
 from deepresearch_dagster.core.store.artifacts import ArtifactReader, sha256_bytes
@@ -180,7 +181,7 @@ def make_context(root: Path, engine: str, base_url: str | None) -> ResearchConte
         question="Fact finding in web articles",
         run_id=f"bench-{engine}",
         settings=settings,
-        engine=settings.make_engine(),
+        engine=make_engine(settings),
         lineage=lineage,
         log=lambda m: None,
     )
@@ -271,6 +272,46 @@ def rates(rows: list[dict]) -> dict[str, Any]:
     }
 
 
+def answer_retention_figures(summary: list[dict[str, Any]]) -> dict[str, Any]:
+    """Issue 12's check on unseen pages (benchmarks/answer_retention.py): passages answering the step
+    buried in real article pages; DEV cases were looked at while tuning, EVAL cases never."""
+    if not answer_retention.DATA.is_dir():
+        print(f"answer retention skipped: {answer_retention.DATA} not found")
+        return {}
+    articles = answer_retention.load_articles()
+    out: dict[str, Any] = {}
+    for split in ("dev", "eval"):
+        res = answer_retention.evaluate(split, articles)
+        print(answer_retention.format_summary(res))
+        out[split] = {k: v for k, v in res.items() if k not in ("rows", "listing_rows")}
+        if split == "eval":
+            mid = res["middle_retained"]
+            worst = min(mid.values())
+            summary.append(
+                figure(
+                    "answer kept, EVAL passages at mid-page (worst of lines/one-line/html, of 8)",
+                    worst,
+                    f"≥ {answer_retention.GOAL_EVAL_MIDDLE}",
+                    worst >= answer_retention.GOAL_EVAL_MIDDLE,
+                )
+            )
+            pct = round(100 * res["all_retained"] / res["trials"], 1)
+            summary.append(figure("answer kept, EVAL all positions and forms", pct, "≥ 90 %", pct >= 90.0, "%"))
+            med = res["large_reduction_median_pct"]
+            summary.append(
+                figure(
+                    f"per-call reduction, EVAL pages ≥ {answer_retention.LARGE_RAW_TOKENS} tokens (median)",
+                    med,
+                    "≥ 95 %",
+                    med is not None and med >= 95.0,
+                    "%",
+                )
+            )
+            larger = res["listings_larger_than_raw"]
+            summary.append(figure("search-listing summaries larger than the listing", larger, "0", larger == 0))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(__doc__, argv)
     clean_env()
@@ -333,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if off["compressor_errors"]:
         summary.append(figure("offline compressor crashes (figures affected)", off["compressor_errors"], "0", False))
+    answers = answer_retention_figures(summary)
     write_result(
         "retention",
         {
@@ -345,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
             },
             "goal": "≥ 90 % retained (compressed message or one grep_artifacts call)",
             "results": results,
+            "answer_retention": answers,
             "per_figure": {"offline": offline, "fake_model": fake},
             "summary": summary,
         },

@@ -60,34 +60,22 @@ def worker(index: int) -> int:
     try:
         from dagster import DagsterInstance
 
-        from deepresearch_dagster.cli import failure_reasons
         from deepresearch_dagster.core.config import ResearchSettings
         from deepresearch_dagster.core.pipeline import register
         from deepresearch_dagster.core.store.lineage import LineageStore
-        from deepresearch_dagster.definitions import build_definitions
-        from deepresearch_dagster.defs.partitions import RESEARCH_PARTITIONS_NAME
+        from deepresearch_dagster.launcher import run_job
 
         settings = ResearchSettings.from_env()
         key = register(LineageStore.at(settings.duckdb_file), question(index))
         out["partition_key"] = key
         instance = DagsterInstance.get()
-        instance.add_dynamic_partitions(RESEARCH_PARTITIONS_NAME, [key])
         run_start = time.perf_counter()
-        result = (
-            build_definitions()
-            .resolve_job_def("research_job")
-            .execute_in_process(
-                partition_key=key,
-                instance=instance,
-                raise_on_error=False,
-                run_config={"loggers": {"console": {"config": {"log_level": "ERROR"}}}},
-            )
-        )
+        result = run_job("research_job", key, instance)
         out["run_s"] = round(time.perf_counter() - run_start, 3)
         out["success"] = result.success
         out["run_id"] = result.run_id
         if not result.success:
-            out["error"] = "; ".join(failure_reasons(result.all_events))[:2000]
+            out["error"] = "; ".join(result.reasons)[:2000]
     except Exception as exc:  # reported by the parent as a failure
         out["error"] = f"{type(exc).__name__}: {exc}"[:2000]
     out["process_s"] = round(time.perf_counter() - started, 3)

@@ -1,14 +1,28 @@
-"""First use of a DAGSTER_HOME by several processes at once.
+"""The one way to run research jobs: ensure the instance, ensure the partition, run a job in
+process, and turn a failure into one message. The CLI, schedules, tests and benchmarks use it.
 
-Dagster's SQLite instance storage creates its databases and stamps their alembic revision on
-first open. Eight ``deepresearch run`` processes starting together on a fresh home can race
-there ("Version table 'alembic_version' has more than one head present"). The first process
-creates the storage under an exclusive file lock; the others wait, then find it ready.
+First use of a DAGSTER_HOME by several processes at once: Dagster's SQLite instance storage
+creates its databases and stamps their alembic revision on first open. Eight ``deepresearch
+run`` processes starting together on a fresh home can race there ("Version table
+'alembic_version' has more than one head present"). The first process creates the storage under
+an exclusive file lock; the others wait, then find it ready.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from dagster import DagsterInstance, Definitions
+
+from .core.config import dagster_home, export_dagster_home
+from .core.errors import ResearchInterrupted
+from .core.store.artifacts import atomic_write_bytes
+from .core.store.lineage import LineageStore
+from .defs.partitions import ensure_partition
 
 STORAGE_READY = ".deepresearch_storage_ready"
 
@@ -21,8 +35,6 @@ def init_instance_storage(home: Path) -> None:
         import fcntl
     except ImportError:  # no POSIX locks (Windows): keep Dagster's own behaviour
         return
-    from dagster import DagsterInstance
-
     with (home / ".deepresearch_storage.lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -32,3 +44,121 @@ def init_instance_storage(home: Path) -> None:
                 marker.touch()
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+# Dagster's console logger prints step failures with stack traces; the CLI prints one line instead.
+QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+# In-process runs carry the process that runs them, so a later command can tell a dead run
+# (killed, machine rebooted) from a live one: Dagster's run monitoring only watches runs that
+# a run launcher started, not ``execute_in_process``.
+PID_TAG, HOST_TAG = "deepresearch/pid", "deepresearch/host"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def reconcile_stale_runs(instance: DagsterInstance, lineage: LineageStore | None = None) -> list[str]:
+    """Mark failed the in-process runs of this host whose process is gone, in Dagster and in
+    DuckDB's ``runs``; otherwise they stay STARTED forever and fill the run queue."""
+    from dagster import DagsterRunStatus, RunsFilter
+
+    stale = []
+    runs = instance.get_runs(
+        RunsFilter(
+            statuses=[DagsterRunStatus.STARTED, DagsterRunStatus.STARTING], tags={HOST_TAG: socket.gethostname()}
+        )
+    )
+    for run in runs:
+        pid = int(run.tags.get(PID_TAG) or 0)
+        if not pid or _alive(pid):
+            continue
+        reason = f"the process that ran it (pid {pid}) is gone; the run was abandoned"
+        instance.report_run_failed(run, reason)
+        if lineage is not None:
+            lineage.abandon_run(run.run_id, reason)
+        stale.append(run.run_id)
+    return stale
+
+
+def ensure_instance() -> DagsterInstance:
+    """The persistent instance ($DAGSTER_HOME, default ./.dagster_home), created if needed."""
+    home = dagster_home()
+    home.mkdir(parents=True, exist_ok=True)
+    if not (home / "dagster.yaml").exists():
+        # Atomic, and the storage is created under a lock: concurrent first runs must not race.
+        atomic_write_bytes(home / "dagster.yaml", (PACKAGE_DIR / "dagster_home" / "dagster.yaml").read_bytes())
+    export_dagster_home(home)
+    init_instance_storage(home)
+    return DagsterInstance.get()
+
+
+def failure_reasons(events: list[Any]) -> list[str]:
+    """The user-facing description of each failed step (a Failure's text, else the error)."""
+    reasons = []
+    for event in events:
+        if not event.is_step_failure:
+            continue
+        data = event.step_failure_data
+        if data.user_failure_data and data.user_failure_data.description:
+            reasons.append(data.user_failure_data.description)
+        elif data.error and data.error.cls_name == "DagsterExecutionInterruptedError":
+            # Dagster raised the interrupt itself at a step boundary.
+            reasons.append(f"{event.step_key} failed: {ResearchInterrupted().user_message}")
+        elif data.error:
+            reasons.append(data.error.message.strip())
+    return reasons
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    success: bool
+    run_id: str
+    # The last failed step's user-facing reason ("" on success).
+    message: str = ""
+    reasons: list[str] = field(default_factory=list)
+    # Every event of the run (asset checks, materializations) for callers that inspect it.
+    events: list[Any] = field(default_factory=list, repr=False)
+
+
+def run_job(
+    job_name: str,
+    partition_key: str,
+    instance: DagsterInstance | None = None,
+    resources_config: dict[str, Any] | None = None,
+    tags: dict[str, str] | None = None,
+    definitions: Definitions | None = None,
+    quiet: bool = True,
+    lineage: LineageStore | None = None,
+) -> RunOutcome:
+    """Run ``job_name`` for one partition in this process (the partition is added if missing)."""
+    from .defs.build import build_definitions
+
+    instance = instance or ensure_instance()
+    reconcile_stale_runs(instance, lineage)
+    ensure_partition(instance, partition_key)
+    run_config: dict[str, Any] = dict(QUIET_LOGS) if quiet else {}
+    if resources_config:
+        run_config["resources"] = resources_config
+    result = (
+        # Schedules are not needed to run a job: a broken recurring.yaml must not stop a research.
+        (definitions or build_definitions(schedules=False))
+        .resolve_job_def(job_name)
+        .execute_in_process(
+            partition_key=partition_key,
+            instance=instance,
+            raise_on_error=False,
+            run_config=run_config,
+            tags={**(tags or {}), PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()},
+        )
+    )
+    reasons = [] if result.success else failure_reasons(result.all_events)
+    message = "" if result.success else (reasons[-1] if reasons else "unknown error")
+    return RunOutcome(result.success, result.run_id, message, reasons, list(result.all_events))

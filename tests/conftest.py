@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from deepresearch_dagster.core.config import ResearchSettings
-from deepresearch_dagster.core.context import ResearchContext
+from deepresearch_dagster.core.context import ResearchContext, make_engine
 from deepresearch_dagster.core.store.lineage import LineageStore
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -28,6 +28,8 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("DEEPRESEARCH_ARTIFACTS_DIR", str(tmp_path / "artifacts"))
+    # A developer's own ~/.config/deepresearch/config.toml must not leak into tests.
+    monkeypatch.setenv("DEEPRESEARCH_CONFIG", str(tmp_path / "no-config.toml"))
     monkeypatch.setenv("DAGSTER_HOME", str(make_dagster_home(tmp_path / "dagster_home")))
     return tmp_path
 
@@ -65,7 +67,7 @@ def make_context(tmp_path: Path, corpus_dir: Path):
             question="How do sodium-ion batteries work?",
             run_id="run-1",
             settings=settings,
-            engine=settings.make_engine(),
+            engine=make_engine(settings),
             lineage=lineage,
             log=lambda m: None,
             today="2026-11-22",

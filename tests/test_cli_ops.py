@@ -7,7 +7,7 @@ import json
 import pytest
 
 from deepresearch_dagster.cli import main
-from deepresearch_dagster.core.config import ResearchSettings
+from deepresearch_dagster.core.config import ResearchSettings, load_settings
 from deepresearch_dagster.core.naming import partition_key_for
 from deepresearch_dagster.core.pipeline import run_research
 from deepresearch_dagster.core.requests import RequestQueue
@@ -79,7 +79,7 @@ def test_audit_without_any_database_is_an_unknown_partition(capsys):
 def test_submit_queues_a_validated_request(capsys, corpus_dir):
     out = _json(capsys, "submit", QUESTION, "--engine", "offline", "--corpus", str(corpus_dir), "--json")
     assert out["partition_key"] == partition_key_for(QUESTION)
-    (path,) = RequestQueue.from_env().pending()
+    (path,) = RequestQueue.for_settings(load_settings()).pending()
     assert str(path) == out["request_file"]
     assert json.loads(path.read_text()) == {
         "question": QUESTION,
@@ -87,4 +87,4 @@ def test_submit_queues_a_validated_request(capsys, corpus_dir):
     }
     assert main(["submit", "   "]) == 2
     assert "question is empty" in capsys.readouterr().err
-    assert len(RequestQueue.from_env().pending()) == 1
+    assert len(RequestQueue.for_settings(load_settings()).pending()) == 1

@@ -8,13 +8,13 @@ from pathlib import Path
 import duckdb
 from dagster import AssetKey, DagsterInstance
 
-from deepresearch_dagster.cli import failure_reasons
 from deepresearch_dagster.core.config import ResearchSettings
 from deepresearch_dagster.core.pipeline import register
 from deepresearch_dagster.core.store.artifacts import ArtifactStore, sha256_bytes
 from deepresearch_dagster.core.store.lineage import LineageStore
 from deepresearch_dagster.definitions import build_definitions
 from deepresearch_dagster.defs.partitions import RESEARCH_PARTITIONS_NAME
+from deepresearch_dagster.launcher import failure_reasons, run_job
 from tests.conftest import make_dagster_home
 
 QUESTION = "What limits solid-state battery manufacturing, and how are companies scaling production?"
@@ -25,12 +25,7 @@ def materialize_question(question: str, options: dict | None = None):
     lineage = LineageStore.at(settings.duckdb_file)
     key = register(lineage, question, options or {})
     instance = DagsterInstance.get()
-    instance.add_dynamic_partitions(RESEARCH_PARTITIONS_NAME, [key])
-    result = (
-        build_definitions()
-        .resolve_job_def("research_job")
-        .execute_in_process(partition_key=key, instance=instance, raise_on_error=False)
-    )
+    result = run_job("research_job", key, instance, quiet=False)
     return result, key, settings, instance
 
 
@@ -53,7 +48,7 @@ def test_offline_research_materializes_all_four_assets(isolated_env):
 
     checks = {
         e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data.passed
-        for e in result.all_events
+        for e in result.events
         if e.event_type_value == "ASSET_CHECK_EVALUATION"
     }
     assert checks == {
@@ -142,7 +137,7 @@ def test_context_reduction_check_fails_loudly_below_its_threshold(isolated_env, 
     result, *_ = materialize_question(QUESTION)
     checks = {
         e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data
-        for e in result.all_events
+        for e in result.events
         if e.event_type_value == "ASSET_CHECK_EVALUATION"
     }
     failed = checks["context_reduction_above_threshold"]

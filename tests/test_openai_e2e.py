@@ -61,20 +61,28 @@ def test_api_key_never_reaches_artifacts_or_duckdb(fake_openai, corpus_dir, isol
             assert SECRET_KEY.encode() not in path.read_bytes(), f"API key leaked into {path}"
 
 
-def test_planner_gets_one_repair_then_fails_clearly(fake_openai, corpus_dir):
+def test_planner_gets_one_repair_then_falls_back_to_the_heuristic_planner(fake_openai, corpus_dir):
+    # Issue 10 item 4: the planner has a fallback like every role (it used to fail the research).
     fake_openai.script("planner", '{"plan_title": "x"}', '{"steps": []}')
     result, key, settings, _ = materialize_question(
         "Plan this please?", {"engine": "openai", "corpus_dir": str(corpus_dir)}
     )
-    assert not result.success
-    from deepresearch_dagster.cli import failure_reasons
-
-    reason = failure_reasons(result.all_events)[0]
-    assert "planner returned invalid output twice" in reason
-    statuses = LineageStore.at(settings.duckdb_file).query(
-        "SELECT status FROM llm_calls WHERE partition_key = ? AND role = 'planner' ORDER BY id", [key]
+    assert result.success
+    lineage = LineageStore.at(settings.duckdb_file)
+    rows = lineage.query(
+        "SELECT status, error, artifact FROM llm_calls WHERE partition_key = ? AND role = 'planner' ORDER BY id",
+        [key],
     )
-    assert [s["status"] for s in statuses] == ["invalid", "invalid"]  # no retry of a user-facing failure
+    assert [r["status"] for r in rows] == ["invalid", "invalid", "fallback"]  # one repair, no retry
+    assert rows[-1]["error"].startswith("invalid: planner returned invalid output twice")
+    partition = settings.artifacts_path / key
+    # Every invalid answer is kept verbatim and linked from its llm_calls row.
+    assert [r["artifact"] for r in rows[:2]] == ["invalid_answers/planner_1.txt", "invalid_answers/planner_2.txt"]
+    assert (partition / "invalid_answers/planner_1.txt").read_text() == '{"plan_title": "x"}'
+    assert (partition / "invalid_answers/planner_2.txt").read_text() == '{"steps": []}'
+    report = json.loads((partition / "report.json").read_text())
+    assert report["fallbacks"] == {"planner": 1}
+    assert "fell back to deterministic heuristics instead of the model (planner 1×)" in report["markdown"]
 
 
 def test_reporter_can_look_up_artifacts_confined_to_the_research(fake_openai, corpus_dir):

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from deepresearch_dagster.cli import main
-from deepresearch_dagster.core.roles import researcher as research_team
 from deepresearch_dagster.core.llm.prompts import PROMPT_DIR
 from deepresearch_dagster.core.pipeline import bundle_version_file
+from deepresearch_dagster.core.roles import researcher as research_team
 from deepresearch_dagster.core.store.lineage import LineageStore
 from deepresearch_dagster.core.tools import web_tools
 from deepresearch_dagster.core.tools.local_search import LocalCorpus

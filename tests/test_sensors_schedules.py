@@ -10,8 +10,7 @@ from datetime import datetime, timezone
 import pytest
 from dagster import AssetKey, DagsterInstance, build_schedule_context, build_sensor_context
 
-from deepresearch_dagster.cli import failure_reasons
-from deepresearch_dagster.core.config import ResearchSettings
+from deepresearch_dagster.core.config import ResearchSettings, load_settings
 from deepresearch_dagster.core.naming import partition_key_for
 from deepresearch_dagster.core.requests import RequestError, RequestQueue
 from deepresearch_dagster.core.store.lineage import LineageStore
@@ -19,6 +18,7 @@ from deepresearch_dagster.core.tools.local_search import open_corpus
 from deepresearch_dagster.definitions import build_definitions
 from deepresearch_dagster.defs.partitions import RESEARCH_PARTITIONS_NAME
 from deepresearch_dagster.defs.schedules import recurring_schedules
+from deepresearch_dagster.launcher import failure_reasons
 from tests.conftest import FIXTURES
 
 QUESTION = "How do sodium-ion batteries work and what do they cost?"
@@ -43,7 +43,7 @@ def _materialize(defs, instance: DagsterInstance, key: str, tags: dict[str, str]
 
 
 def test_sensor_registers_request_files_and_runs_them(isolated_env, corpus_dir):
-    queue = RequestQueue.from_env()
+    queue = RequestQueue.for_settings(load_settings())
     assert queue.root == ResearchSettings.from_env().artifacts_path / "requests"
     good = queue.enqueue(QUESTION, {"engine": "offline", "corpus_dir": str(corpus_dir)})
     (queue.inbox / "bad.json").write_text(json.dumps({"question": "ok?", "max_steps": 99}))
@@ -189,7 +189,7 @@ def test_submit_job_queues_a_question_for_the_sensor(isolated_env):
     failed = job.execute_in_process(run_config=bad, instance=instance, raise_on_error=False)
     assert not failed.success
     assert "request rejected: question: the question is empty" in failure_reasons(failed.all_events)[0]
-    assert RequestQueue.from_env().pending() == []
+    assert RequestQueue.for_settings(load_settings()).pending() == []
 
 
 def test_a_request_that_cannot_be_registered_yet_waits_in_the_inbox(isolated_env, monkeypatch):
@@ -198,7 +198,7 @@ def test_a_request_that_cannot_be_registered_yet_waits_in_the_inbox(isolated_env
     def locked(*args, **kwargs):
         raise RuntimeError("IO Error: Could not set lock on file")
 
-    queue = RequestQueue.from_env()
+    queue = RequestQueue.for_settings(load_settings())
     path = queue.enqueue(QUESTION)
     monkeypatch.setattr(sensors, "register", locked)
     defs = build_definitions()
@@ -213,7 +213,7 @@ def test_sensor_cursor_never_runs_a_submission_twice(isolated_env, corpus_dir):
     import os
     import shutil
 
-    queue = RequestQueue.from_env()
+    queue = RequestQueue.for_settings(load_settings())
     path = queue.enqueue(QUESTION, {"engine": "offline", "corpus_dir": str(corpus_dir)})
     stat = path.stat()
     defs = build_definitions()

@@ -8,39 +8,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from ..core.store.artifacts import ArtifactStore
-from . import EXIT_FAILED, EXIT_OK, UsageError, _progress_to_stderr, _settings, ensure_dagster_home, failure_reasons
-
-
-def _lineage(settings: Any, must_exist: bool = False) -> Any:
-    from ..core.store.lineage import LineageStore
-
-    if must_exist and not settings.duckdb_file.exists():
-        return None
-    return LineageStore.at(settings.duckdb_file)
-
-
-def _known_partition(settings: Any, partition: str) -> Any:
-    """The lineage store, or a usage error naming the unknown partition (exit code 2)."""
-    lineage = _lineage(settings, must_exist=True)
-    if lineage is None or lineage.get_request(partition) is None:
-        raise UsageError(f"unknown research partition {partition!r} (see `deepresearch ls`)")
-    return lineage
+from .common import EXIT_OK, UsageError, known_research, live_progress, report_failure, say, settings_from_args
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from ..core.store.audit import PriceConfigError, audit_research
+    from ..core.store.audit import audit_research
 
-    settings = _settings(args)
-    lineage = _known_partition(settings, args.partition)
-    try:
-        audit = audit_research(lineage, settings.artifacts_path, args.partition)
-    except PriceConfigError as exc:
-        raise UsageError(str(exc)) from exc
+    settings = settings_from_args(args)
+    lineage, args.partition = known_research(settings, args.partition)
+    audit = audit_research(lineage, settings.artifacts_path, args.partition, settings.prices)
     if args.json:
         print(audit.model_dump_json(indent=2))
         return EXIT_OK
@@ -51,13 +31,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    from ..core.store.audit import PriceConfigError, metrics
+    from ..core.store.audit import metrics
 
-    settings = _settings(args)
-    try:
-        result = metrics(_lineage(settings))
-    except PriceConfigError as exc:
-        raise UsageError(str(exc)) from exc
+    settings = settings_from_args(args)
+    from ..core.store.lineage import LineageStore
+
+    result = metrics(LineageStore.at(settings.duckdb_file), settings.prices)
     if args.json:
         print(result.model_dump_json(indent=2))
         return EXIT_OK
@@ -71,11 +50,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from ..core.naming import partition_key_for
     from ..core.requests import RequestError, RequestQueue, parse_requests
 
-    settings = _settings(args)
+    settings = settings_from_args(args)
     options = {"engine": args.engine, "corpus_dir": settings.corpus_dir or None}
     try:
         (request,) = parse_requests({"question": args.question, **{k: v for k, v in options.items() if v}})
-        path = RequestQueue.from_env(settings).enqueue(request.question, request.options)
+        path = RequestQueue.for_settings(settings).enqueue(request.question, request.options)
     except RequestError as exc:
         raise UsageError(str(exc)) from exc
     key = partition_key_for(request.question)
@@ -88,45 +67,26 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace, job_name: str, needs: list[str], overrides: dict[str, Any]) -> int:
-    settings = _settings(args)
-    lineage = _known_partition(settings, args.partition)
+    settings = settings_from_args(args)
+    lineage, args.partition = known_research(settings, args.partition)
     partition_dir = ArtifactStore(settings.artifacts_path, args.partition).partition_dir
     missing = [name for name in needs if not (partition_dir / name).is_file()]
     if missing:
         raise UsageError(f"nothing to replay for {args.partition}: {', '.join(missing)} missing (research it first)")
-    ensure_dagster_home()
-    _progress_to_stderr(args.quiet)
+    if not args.quiet:
+        say(f"{job_name} for {args.partition}")
+    with live_progress(args.quiet, False, "loading Dagster"):
+        from ..launcher import run_job
 
-    from dagster import DagsterInstance
-
-    from ..definitions import build_definitions
-    from ..defs.partitions import RESEARCH_PARTITIONS_NAME
-
-    instance = DagsterInstance.get()
-    if not instance.has_dynamic_partition(RESEARCH_PARTITIONS_NAME, args.partition):
-        instance.add_dynamic_partitions(RESEARCH_PARTITIONS_NAME, [args.partition])
-    calls_before = lineage.query("SELECT count(*) AS n FROM tool_calls WHERE partition_key = ?", [args.partition])
-    result = (
-        build_definitions()
-        .resolve_job_def(job_name)
-        .execute_in_process(
-            partition_key=args.partition,
-            instance=instance,
-            raise_on_error=False,
-            run_config={
-                "resources": {"research": {"config": {k: v for k, v in overrides.items() if v}}},
-                "loggers": {"console": {"config": {"log_level": "ERROR"}}},
-            },
-            tags={"deepresearch/source": "cli"},
+        calls_before = lineage.tool_call_count(args.partition)
+        resources = {"research": {"config": {k: v for k, v in overrides.items() if v}}}
+        outcome = run_job(
+            job_name, args.partition, resources_config=resources, tags={"deepresearch/source": "cli"}, lineage=lineage
         )
-    )
-    if not result.success:
-        reasons = failure_reasons(result.all_events)
-        print(f"error: {job_name} failed: {reasons[-1] if reasons else 'unknown error'}", file=sys.stderr)
-        print(f"  run {result.run_id} in the Dagster UI (make dev); files under {partition_dir}", file=sys.stderr)
-        return EXIT_FAILED
-    calls_after = lineage.query("SELECT count(*) AS n FROM tool_calls WHERE partition_key = ?", [args.partition])
-    summary: dict[str, Any] = {"partition_key": args.partition, "run_id": result.run_id, "job": job_name}
+    if not outcome.success:
+        return report_failure(job_name, outcome, partition_dir)
+    calls_after = lineage.tool_call_count(args.partition)
+    summary: dict[str, Any] = {"partition_key": args.partition, "run_id": outcome.run_id, "job": job_name}
     if job_name == "recompress_job":
         bundle = json.loads((partition_dir / "compressed_summaries.json").read_text("utf-8"))
         from ..core.pipeline import bundle_version_file
@@ -169,7 +129,7 @@ def cmd_rewrite_report(args: argparse.Namespace) -> int:
 
 def add_operation_commands(sub: Any) -> None:
     audit = sub.add_parser("audit", help="trace a research: citations → summaries → raw artifacts → tool calls")
-    audit.add_argument("partition")
+    audit.add_argument("partition", help="partition key (or an unambiguous prefix, see `deepresearch ls`)")
     audit.add_argument("--json", action="store_true", help="print the audit as one JSON object")
     audit.set_defaults(func=cmd_audit)
 
@@ -185,7 +145,7 @@ def add_operation_commands(sub: Any) -> None:
     submit.set_defaults(func=cmd_submit)
 
     rec = sub.add_parser("recompress", help="replay: re-compress a research's stored raw outputs (no tool calls)")
-    rec.add_argument("partition")
+    rec.add_argument("partition", help="partition key or an unambiguous prefix")
     rec.add_argument("--compressor-model", help="another compressor model (openai engine)")
     rec.add_argument("--prompt-file", help="another compressor prompt; its content hash is the prompt version")
     rec.add_argument("--json", action="store_true")
@@ -193,7 +153,7 @@ def add_operation_commands(sub: Any) -> None:
     rec.set_defaults(func=cmd_recompress)
 
     rew = sub.add_parser("rewrite-report", help="replay: rewrite a research's report from its stored summaries")
-    rew.add_argument("partition")
+    rew.add_argument("partition", help="partition key or an unambiguous prefix")
     rew.add_argument("--reporter-model", help="another reporter model (openai engine)")
     rew.add_argument("--json", action="store_true")
     rew.add_argument("--quiet", action="store_true")

@@ -1,12 +1,19 @@
-"""Rich tables for ``deepresearch audit`` and ``deepresearch metrics`` (presentation only)."""
+"""Rich tables for ``deepresearch audit`` and ``deepresearch metrics`` (presentation only).
+
+A table that would not fit the terminal is printed stacked instead (one block per row, one
+``label: value`` line per cell), so 80–100 columns never break a word in the middle of a cell.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
+from ..core.naming import short_artifact_name
 from ..core.store.audit import Metrics, ResearchAudit
 
 
@@ -20,12 +27,43 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _table(title: str, rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> Table:
+def _fits(cells: list[list[str]], labels: list[str], width: int) -> bool:
+    """Whether a table fits ``width`` with no cell wrapped inside a word (borders: 3 per column)."""
+    needed = 1
+    for i, label in enumerate(labels):
+        longest_word = max((len(w) for row in cells for w in row[i].split()), default=0)
+        needed += 3 + max(len(label), longest_word, min(max((len(row[i]) for row in cells), default=0), 24))
+    return needed <= width
+
+
+def _stacked(title: str, cells: list[list[str]], labels: list[str]) -> Group:
+    """One block per row: ``label: value`` of the first cell as its heading, then the other
+    cells as ``label: value`` pairs, wrapped between pairs' words and indented."""
+    parts: list[RenderableType] = [Text(title, style="italic")]
+    for row in cells:
+        parts.append(Text(f"{labels[0]}: {row[0]}", style="bold"))
+        line = Text()
+        for i, (label, value) in enumerate(zip(labels[1:], row[1:], strict=True)):
+            if i:
+                line.append(" · ", style="dim")
+            line.append(f"{label}: ", style="dim")
+            line.append(value)
+        parts.append(Padding(line, (0, 0, 0, 2)))
+    return Group(*parts, Text(""))
+
+
+def _table(
+    title: str, rows: list[dict[str, Any]], columns: list[tuple[str, str]], width: int | None = None
+) -> RenderableType:
+    labels = [label for _, label in columns]
+    cells = [[_fmt(row.get(key)) for key, _ in columns] for row in rows]
+    if width is not None and not _fits(cells, labels, width):
+        return _stacked(title, cells, labels)
     table = Table(title=title, title_justify="left")
-    for _, label in columns:
+    for label in labels:
         table.add_column(label, overflow="fold")
-    for row in rows:
-        table.add_row(*(_fmt(row.get(key)) for key, _ in columns))
+    for row in cells:
+        table.add_row(*row)
     return table
 
 
@@ -44,22 +82,13 @@ def render_audit(audit: ResearchAudit, console: Console | None = None) -> None:
     if folders:
         console.print(f"raw artifacts: {', '.join(folders)}")
 
-    chain = Table(title="Citations → summary → raw artifact → tool call", title_justify="left")
-    for label in ("[n]", "source", "summary", "raw artifact", "tool call"):
-        chain.add_column(label, overflow="fold")
-    for c in audit.citations:
-        if c.call_id is None:
-            chain.add_row(f"[{c.n}]", c.source, "—", c.artifact_file, "[red]no tool call recorded[/red]")
-            continue
-        verified = {True: "sha256 ok", False: "[red]sha256 MISMATCH[/red]", None: "[red]file missing[/red]"}[
-            c.artifact_verified
-        ]
-        summary = f"{c.summary_title or '—'}\n{c.compressor_model} / {c.prompt_version}, {c.injected_tokens} tokens"
-        artifact = f"{c.artifact_file}\n{_fmt(c.bytes)} bytes, sha256 {(c.sha256 or '')[:12]}…, {verified}"
-        args = ", ".join(f"{k}={v!r}" for k, v in (c.arguments or {}).items())
-        call = f"{c.call_id} (step {c.step_id}) {c.tool}({args})\n{c.tool_status}, {_fmt(c.latency_ms)} ms"
-        chain.add_row(f"[{c.n}]", c.source, summary, artifact, call + (", cached" if c.cached else ""))
-    console.print(chain if audit.citations else "no citations (no report yet)")
+    title = "Citations → summary → raw artifact → tool call"
+    if audit.citations and console.width < 140:
+        console.print(_stacked_chain(title, audit))
+    elif audit.citations:
+        console.print(_chain_table(title, audit))
+    else:
+        console.print("no citations (no report yet)")
 
     console.print(
         _table(
@@ -76,17 +105,19 @@ def render_audit(audit: ResearchAudit, console: Console | None = None) -> None:
                 ("reduction_pct", "reduction %"),
                 ("tool_latency_ms", "tool ms"),
             ],
+            console.width,
         )
     )
     usage = [{**u, "cost": _cost(u["cost_usd"])} for u in audit.llm_usage]
-    console.print(_table("LLM calls by role and model", usage, _USAGE_COLUMNS))
-    console.print(_table("Tool calls by tool", audit.tools, _TOOL_COLUMNS))
+    console.print(_table("LLM calls by role and model", usage, _USAGE_COLUMNS, console.width))
+    console.print(_table("Tool calls by tool", audit.tools, _TOOL_COLUMNS, console.width))
     if audit.failures:
         console.print(
             _table(
                 "Failed tool calls",
                 audit.failures,
                 [("call_id", "call"), ("tool", "tool"), ("error", "error"), ("artifact_file", "artifact")],
+                console.width,
             )
         )
     t = audit.totals
@@ -97,6 +128,65 @@ def render_audit(audit: ResearchAudit, console: Console | None = None) -> None:
             f"{t['llm_calls']} LLM calls, {t['prompt_tokens'] + t['completion_tokens']:,} LLM tokens, "
             f"cost {_cost(t['cost_usd'])}" + (" (some models unpriced)" if t["unpriced_models"] else "")
         )
+
+
+_VERIFIED = {True: "sha256 ok", False: "[red]sha256 MISMATCH[/red]", None: "[red]file missing[/red]"}
+
+
+def _chain_table(title: str, audit: ResearchAudit) -> Table:
+    chain = Table(title=title, title_justify="left")
+    for label in ("[n]", "source", "summary", "raw artifact", "tool call"):
+        chain.add_column(label, overflow="fold")
+    for c in audit.citations:
+        if c.call_id is None:
+            chain.add_row(f"[{c.n}]", c.source, "—", c.artifact_file, "[red]no tool call recorded[/red]")
+            continue
+        summary = (
+            f"{c.summary_title or '—'}\n{c.compressor_model} / {c.prompt_version}, {_fmt(c.injected_tokens)} tokens"
+        )
+        verified = _VERIFIED[c.artifact_verified]
+        artifact = f"{c.artifact_file}\n{_fmt(c.bytes)} bytes, sha256 {(c.sha256 or '')[:12]}…, {verified}"
+        args = ", ".join(f"{k}={v!r}" for k, v in (c.arguments or {}).items())
+        call = f"{c.call_id} (step {c.step_id}) {c.tool}({args})\n{c.tool_status}, {_fmt(c.latency_ms)} ms"
+        chain.add_row(f"[{c.n}]", c.source, summary, artifact, call + (", cached" if c.cached else ""))
+    return chain
+
+
+def _stacked_chain(title: str, audit: ResearchAudit) -> Group:
+    """The citation chain for a narrow terminal: one block per citation, short artifact names
+    (full names and paths: ``audit --json``)."""
+    lines: list[RenderableType] = [Text(title, style="italic")]
+    for c in audit.citations:
+        lines.append(Text.assemble((f"[{c.n}] ", "bold"), c.source))
+        if c.call_id is None:
+            lines.append(
+                Text.from_markup(
+                    f"    raw artifact: {short_artifact_name(c.artifact_file)}, [red]no tool call recorded[/red]"
+                )
+            )
+            continue
+        args = ", ".join(f"{k}={v!r}" for k, v in (c.arguments or {}).items())
+        for label, value in (
+            (
+                "summary",
+                f"{c.summary_title or '—'} ({c.compressor_model} / {c.prompt_version}, "
+                f"{_fmt(c.injected_tokens)} tokens)",
+            ),
+            (
+                "raw artifact",
+                f"{short_artifact_name(c.artifact_file)}, {_fmt(c.bytes)} bytes, {_VERIFIED[c.artifact_verified]}",
+            ),
+            (
+                "tool call",
+                f"{c.call_id} (step {c.step_id}) {c.tool}({args}), {c.tool_status}, "
+                f"{_fmt(c.latency_ms)} ms" + (", cached" if c.cached else ""),
+            ),
+        ):
+            line = Text("    ")
+            line.append(f"{label}: ", style="dim")
+            line.append_text(Text.from_markup(value) if "[red]" in value else Text(value))
+            lines.append(line)
+    return Group(*lines, Text(""))
 
 
 _USAGE_COLUMNS = [
@@ -142,10 +232,16 @@ def render_metrics(m: Metrics, console: Console | None = None) -> None:
             "LLM calls by role and model",
             usage,
             [*_USAGE_COLUMNS[:2], ("researches", "researches"), *_USAGE_COLUMNS[2:]],
+            console.width,
         )
     )
     console.print(
-        _table("Tool calls by tool", m.tools, [*_TOOL_COLUMNS[:3], ("failure_pct", "failure %"), *_TOOL_COLUMNS[3:]])
+        _table(
+            "Tool calls by tool",
+            m.tools,
+            [*_TOOL_COLUMNS[:3], ("failure_pct", "failure %"), *_TOOL_COLUMNS[3:]],
+            console.width,
+        )
     )
     researches = [{**r, "cost": _cost(r["cost_usd"])} for r in m.researches]
     console.print(
@@ -160,5 +256,6 @@ def render_metrics(m: Metrics, console: Console | None = None) -> None:
                 ("llm_calls", "LLM calls"),
                 ("cost", "cost"),
             ],
+            console.width,
         )
     )

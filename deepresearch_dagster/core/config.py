@@ -1,20 +1,40 @@
-"""Research settings: defaults, then environment variables, then per-request options."""
+"""The one reader of configuration.
+
+Precedence: CLI flag / per-request option > environment variable > config file > default.
+Nothing else in the package reads ``os.environ``; everything below receives a
+:class:`ResearchSettings` (plain immutable data). Secrets (API keys, a SearXNG URL that may
+carry credentials) are ``SecretStr`` fields excluded from every dump, so settings can be shown
+in Dagster metadata or stored with a request without leaking them.
+
+The config file is TOML: ``$DEEPRESEARCH_CONFIG``, else ``$XDG_CONFIG_HOME/deepresearch/config.toml``
+(``~/.config/deepresearch/config.toml``). Its top-level keys are the field names below
+(``engine = "openai"``, ``depth = 2``), plus the tables ``[models]``, ``[max_tokens]``,
+``[temperatures]``, ``[search]`` and ``[prices]``. A file holding a key or a credential must not
+be readable by group or others: a world-readable secret on a shared machine is a leaked secret,
+so such a file is refused with a message saying how to fix it rather than silently used.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-from functools import lru_cache
+import stat
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from .llm.budget import DEFAULT_PRICES, BudgetLimits
-from .llm.engine import ROLES, Engine
-from .tools.local_search import DEFAULT_CORPUS
-from .web.fetch import FetchPolicy
+from .errors import ConfigError
+from .llm.pricing import DEFAULT_PRICES, Price, parse_prices
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+ROLES = ("planner", "researcher", "compressor", "critic", "reporter")
 DEFAULT_MODELS = {
     "planner": "gpt-4o-mini",
     "researcher": "gpt-4o-mini",
@@ -22,35 +42,233 @@ DEFAULT_MODELS = {
     "critic": "gpt-4o-mini",
     "reporter": "gpt-4o",
 }
-
 # Output budgets per role: compressions are short by contract, reports are long.
 DEFAULT_MAX_TOKENS = {"planner": 1500, "researcher": 800, "compressor": 900, "critic": 900, "reporter": 4000}
-
-# Options a single research request may override (stored with the request in DuckDB).
-REQUEST_OPTIONS = (
-    "engine",
-    "corpus_dir",
-    "max_steps",
-    "max_tool_calls_per_step",
-    "max_sources_per_step",
-    "depth",
-    "breadth",
-    "budget_tokens",
-    "budget_dollars",
-    "budget_llm_calls",
-    "budget_tool_calls",
-    "budget_wall_s",
-)
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+DEFAULT_CORPUS = PACKAGE_DIR / "corpus"
+CONFIG_ENV = "DEEPRESEARCH_CONFIG"
+PROVIDER_NAMES = ("tavily", "brave", "searxng", "serpapi")
 
 
-# Scalar settings read from the environment when set (pydantic converts the strings).
-ENV_FIELDS = {
+def _flag(flag: str) -> dict[str, Any]:
+    return {"flag": flag}
+
+
+class RequestOptions(BaseModel):
+    """The single list of per-research knobs. CLI flags (``deepresearch run``), the Dagster
+    resource/launchpad config and request files are all derived from these fields; ``None``
+    means "the configured default". Values are validated by applying them to the settings."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: Literal["auto", "offline", "openai"] | None = Field(
+        default=None, description="offline (no network), openai (OPENAI_API_KEY / OPENAI_BASE_URL) or auto"
+    )
+    corpus_dir: str | None = Field(default=None, description="folder of documents for local_search")
+    depth: int | None = Field(
+        default=None,
+        description="reflection rounds after the first pass (default 1; 0 = none)",
+        json_schema_extra=_flag("--depth"),
+    )
+    breadth: int | None = Field(
+        default=None, description="query variants searched per step (default 3)", json_schema_extra=_flag("--breadth")
+    )
+    max_steps: int | None = Field(
+        default=None, description="plan steps (default 5, at most 7)", json_schema_extra=_flag("--max-steps")
+    )
+    max_sources_per_step: int | None = Field(
+        default=None,
+        description="top-ranked sources read per step (default 2)",
+        json_schema_extra=_flag("--max-sources"),
+    )
+    max_tool_calls_per_step: int | None = Field(
+        default=None, description="tool calls per step (default 8)", json_schema_extra=_flag("--tool-calls")
+    )
+    budget_tokens: int | None = Field(
+        default=None,
+        description="token cap for the research (default 400000)",
+        json_schema_extra=_flag("--budget-tokens"),
+    )
+    budget_dollars: float | None = Field(
+        default=None, description="dollar cap (default 2.0)", json_schema_extra=_flag("--budget-dollars")
+    )
+    budget_llm_calls: int | None = Field(
+        default=None, description="LLM call cap (default 300)", json_schema_extra=_flag("--budget-llm-calls")
+    )
+    budget_tool_calls: int | None = Field(
+        default=None, description="tool call cap (default 150)", json_schema_extra=_flag("--budget-tool-calls")
+    )
+    budget_wall_s: float | None = Field(
+        default=None, description="wall-time cap in seconds (default 3600)", json_schema_extra=_flag("--budget-seconds")
+    )
+
+    @classmethod
+    def knobs(cls) -> dict[str, tuple[str, type, str]]:
+        """Numeric knobs with a CLI flag: field -> (flag, type, help)."""
+        out = {}
+        for name, info in cls.model_fields.items():
+            extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+            if "flag" in extra:
+                kind = float if "float" in str(info.annotation) else int
+                out[name] = (str(extra["flag"]), kind, info.description or "")
+        return out
+
+    def set_values(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump().items() if v not in (None, "")}
+
+
+REQUEST_OPTIONS = tuple(RequestOptions.model_fields)
+
+
+class SearchSettings(BaseModel):
+    """Web search providers, tried in ``providers`` order; unconfigured ones are skipped."""
+
+    model_config = ConfigDict(frozen=True)
+
+    providers: tuple[str, ...] = PROVIDER_NAMES
+    timeout_s: float = Field(default=15.0, gt=0)
+    tavily_api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    tavily_base_url: str = "https://api.tavily.com"
+    brave_api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    brave_base_url: str = "https://api.search.brave.com"
+    # A self-hosted endpoint may carry basic-auth credentials in its URL: a secret too.
+    searxng_url: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    serpapi_api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    serpapi_base_url: str = "https://serpapi.com"
+
+    @property
+    def configured(self) -> bool:
+        return any(
+            getattr(self, f) is not None for f in ("tavily_api_key", "brave_api_key", "searxng_url", "serpapi_api_key")
+        )
+
+
+class ResearchSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    engine: Literal["auto", "offline", "openai"] = "auto"
+    artifacts_dir: str = "artifacts"
+    duckdb_path: str = ""
+    corpus_dir: str = ""
+    requests_dir: str = ""  # default <artifacts>/requests
+    recurring_file: str = "recurring.yaml"
+    max_steps: int = Field(default=5, ge=1, le=7)
+    max_tool_calls_per_step: int = Field(default=8, ge=1, le=30)
+    max_sources_per_step: int = Field(default=2, ge=1, le=10)  # top-K results read per step
+    depth: int = Field(default=1, ge=0, le=5)  # reflection rounds after the first pass
+    breadth: int = Field(default=3, ge=1, le=8)  # query variants searched per step
+    fanout_concurrency: int = Field(default=4, ge=1, le=16)
+    sufficiency_threshold: int = Field(default=7, ge=1, le=10)
+    max_followups_per_round: int = Field(default=2, ge=1, le=5)
+    budget_tokens: int = Field(default=400_000, ge=0)
+    budget_dollars: float = Field(default=2.0, ge=0)
+    budget_llm_calls: int = Field(default=300, ge=0)
+    budget_tool_calls: int = Field(default=150, ge=0)
+    budget_wall_s: float = Field(default=3600.0, ge=0)
+    report_lookups: int = Field(default=3, ge=0, le=10)
+    openai_base_url: str | None = None
+    openai_api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    models: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_MODELS))
+    max_tokens: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_MAX_TOKENS))
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    # Per-role overrides of ``temperature`` (DEEPRESEARCH_TEMPERATURE_<ROLE>).
+    role_temperatures: dict[str, float] = Field(default_factory=dict)
+    llm_timeout_s: float = 120.0
+    llm_max_attempts: int = Field(default=4, ge=1, le=10)
+    llm_backoff_base_s: float = Field(default=1.0, ge=0.0)
+    llm_backoff_max_s: float = Field(default=30.0, ge=0.0)
+    # Where the engine's capability ladder starts (json_object_schema: llama.cpp's
+    # {"type": "json_object", "schema": ...}); a server's refusals step it down at run time.
+    response_format: Literal["json_schema", "json_object_schema", "json_object", "none"] = "json_schema"
+    # Client timeout = llm_timeout_s + max_tokens / llm_tokens_per_s (the assumed generation speed).
+    llm_tokens_per_s: float = Field(default=20.0, gt=0.0)
+    # "raw" injects whole tool outputs instead of summaries: the baseline for benchmarks only.
+    context_mode: Literal["compressed", "raw"] = "compressed"
+    # Role -> replacement prompt file (replays: recompress with another prompt version).
+    prompt_files: dict[str, str] = Field(default_factory=dict)
+    tool_cache_ttl_s: float = Field(default=86_400.0, ge=0.0)
+    # The tool_outputs asset check fails below this context reduction (seed 000 §10: > 80 %).
+    min_context_reduction_pct: float = Field(default=80.0, ge=0.0, le=100.0)
+    fetch_allow_loopback: bool = False
+    fetch_allow_private: bool = False
+    fetch_respect_robots: bool = True
+    enable_fetch: bool = False
+    search: SearchSettings = Field(default_factory=SearchSettings)
+    # USD per 1M tokens; DEEPRESEARCH_PRICES / [prices] extend the built-in table.
+    prices: dict[str, Price] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> ResearchSettings:
+        """Defaults < config file < environment < ``overrides`` (None values are ignored)."""
+        return load_settings(overrides)
+
+    def with_options(self, options: RequestOptions | Mapping[str, Any]) -> ResearchSettings:
+        """Per-request options on top; raises pydantic's ValidationError for bad values."""
+        if not isinstance(options, RequestOptions):
+            options = RequestOptions.model_validate({k: v for k, v in options.items() if k in REQUEST_OPTIONS})
+        picked = options.set_values()
+        if not picked:
+            return self
+        # Validate through the model so constraints (ranges, literals) apply to the options too.
+        merged = {**self.model_dump(), **picked}
+        validated = ResearchSettings.model_validate(merged)
+        return self.model_copy(update={k: getattr(validated, k) for k in picked})
+
+    def with_overrides(self, **values: Any) -> ResearchSettings:
+        """Any fields (None ignored), validated; used by replays and tests."""
+        picked = {k: v for k, v in values.items() if v is not None}
+        if not picked:
+            return self
+        validated = ResearchSettings.model_validate({**self.model_dump(), **picked})
+        return self.model_copy(update={k: getattr(validated, k) for k in picked})
+
+    @property
+    def artifacts_path(self) -> Path:
+        return Path(self.artifacts_dir).resolve()
+
+    @property
+    def duckdb_file(self) -> Path:
+        return Path(self.duckdb_path).resolve() if self.duckdb_path else self.artifacts_path / "lineage.duckdb"
+
+    @property
+    def corpus_path(self) -> Path:
+        return Path(self.corpus_dir).resolve() if self.corpus_dir else DEFAULT_CORPUS
+
+    @property
+    def requests_path(self) -> Path:
+        return Path(self.requests_dir).resolve() if self.requests_dir else self.artifacts_path / "requests"
+
+    @property
+    def recurring_path(self) -> Path:
+        return Path(self.recurring_file).resolve()
+
+    def resolved_engine(self) -> Literal["offline", "openai"]:
+        if self.engine != "auto":
+            return self.engine
+        return "openai" if (self.openai_api_key or self.openai_base_url) else "offline"
+
+    def role_temperature(self, role: str) -> float:
+        return self.role_temperatures.get(role, self.temperature)
+
+
+# -- sources -----------------------------------------------------------------------------------
+# Scalar settings and the variable each is read from (pydantic converts the strings).
+ENV_VARS = {
+    "engine": "DEEPRESEARCH_ENGINE",
+    "artifacts_dir": "DEEPRESEARCH_ARTIFACTS_DIR",
+    "duckdb_path": "DEEPRESEARCH_DUCKDB",
+    "corpus_dir": "DEEPRESEARCH_CORPUS",
+    "requests_dir": "DEEPRESEARCH_REQUESTS_DIR",
+    "recurring_file": "DEEPRESEARCH_RECURRING",
+    "openai_base_url": "OPENAI_BASE_URL",
+    "openai_api_key": "OPENAI_API_KEY",
     "temperature": "DEEPRESEARCH_TEMPERATURE",
     "llm_timeout_s": "DEEPRESEARCH_LLM_TIMEOUT",
     "llm_max_attempts": "DEEPRESEARCH_LLM_MAX_ATTEMPTS",
     "llm_backoff_base_s": "DEEPRESEARCH_LLM_BACKOFF_BASE",
     "llm_backoff_max_s": "DEEPRESEARCH_LLM_BACKOFF_MAX",
     "response_format": "DEEPRESEARCH_RESPONSE_FORMAT",
+    "llm_tokens_per_s": "DEEPRESEARCH_LLM_TOKENS_PER_S",
     "max_steps": "DEEPRESEARCH_MAX_STEPS",
     "max_tool_calls_per_step": "DEEPRESEARCH_MAX_TOOL_CALLS_PER_STEP",
     "max_sources_per_step": "DEEPRESEARCH_MAX_SOURCES_PER_STEP",
@@ -71,160 +289,175 @@ ENV_FIELDS = {
     "context_mode": "DEEPRESEARCH_CONTEXT_MODE",
     "min_context_reduction_pct": "DEEPRESEARCH_MIN_CONTEXT_REDUCTION",
 }
-
-
-class ResearchSettings(BaseModel):
-    engine: Literal["auto", "offline", "openai"] = "auto"
-    artifacts_dir: str = "artifacts"
-    duckdb_path: str = ""
-    corpus_dir: str = ""
-    max_steps: int = Field(default=5, ge=1, le=7)
-    max_tool_calls_per_step: int = Field(default=8, ge=1, le=30)
-    max_sources_per_step: int = Field(default=2, ge=1, le=10)  # top-K results read per step
-    depth: int = Field(default=1, ge=0, le=5)  # reflection rounds after the first pass
-    breadth: int = Field(default=3, ge=1, le=8)  # query variants searched per step
-    fanout_concurrency: int = Field(default=4, ge=1, le=16)
-    sufficiency_threshold: int = Field(default=7, ge=1, le=10)
-    max_followups_per_round: int = Field(default=2, ge=1, le=5)
-    budget_tokens: int = Field(default=400_000, ge=0)
-    budget_dollars: float = Field(default=2.0, ge=0)
-    budget_llm_calls: int = Field(default=300, ge=0)
-    budget_tool_calls: int = Field(default=150, ge=0)
-    budget_wall_s: float = Field(default=3600.0, ge=0)
-    report_lookups: int = Field(default=3, ge=0, le=10)
-    openai_base_url: str | None = None
-    models: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_MODELS))
-    max_tokens: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_MAX_TOKENS))
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    # Per-role overrides of ``temperature`` (DEEPRESEARCH_TEMPERATURE_<ROLE>).
-    role_temperatures: dict[str, float] = Field(default_factory=dict)
-    llm_timeout_s: float = 120.0
-    llm_max_attempts: int = Field(default=4, ge=1, le=10)
-    llm_backoff_base_s: float = Field(default=1.0, ge=0.0)
-    llm_backoff_max_s: float = Field(default=30.0, ge=0.0)
-    response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
-    # "raw" injects whole tool outputs instead of summaries: the baseline for benchmarks only.
-    context_mode: Literal["compressed", "raw"] = "compressed"
-    # Role -> replacement prompt file (replays: recompress with another prompt version).
-    prompt_files: dict[str, str] = Field(default_factory=dict)
-    tool_cache_ttl_s: float = Field(default=86_400.0, ge=0.0)
-    # The tool_outputs asset check fails below this context reduction (seed 000 §10: > 80 %).
-    min_context_reduction_pct: float = Field(default=80.0, ge=0.0, le=100.0)
-    fetch_allow_loopback: bool = False
-    fetch_allow_private: bool = False
-    fetch_respect_robots: bool = True
-    enable_fetch: bool = False
-
-    @classmethod
-    def from_env(cls, **overrides: Any) -> ResearchSettings:
-        env = os.environ
-        values: dict[str, Any] = {
-            "engine": env.get("DEEPRESEARCH_ENGINE", "auto"),
-            "artifacts_dir": env.get("DEEPRESEARCH_ARTIFACTS_DIR", "artifacts"),
-            "duckdb_path": env.get("DEEPRESEARCH_DUCKDB", ""),
-            "corpus_dir": env.get("DEEPRESEARCH_CORPUS", ""),
-            "openai_base_url": env.get("OPENAI_BASE_URL") or None,
-            "models": {r: env.get(f"DEEPRESEARCH_MODEL_{r.upper()}", DEFAULT_MODELS[r]) for r in ROLES},
-            "max_tokens": {
-                r: int(env.get(f"DEEPRESEARCH_MAX_TOKENS_{r.upper()}", DEFAULT_MAX_TOKENS[r])) for r in ROLES
-            },
-        }
-        values["role_temperatures"] = {
-            r: float(env[f"DEEPRESEARCH_TEMPERATURE_{r.upper()}"])
-            for r in ROLES
-            if env.get(f"DEEPRESEARCH_TEMPERATURE_{r.upper()}")
-        }
-        for field_name, var in ENV_FIELDS.items():
-            if env.get(var):
-                values[field_name] = env[var]
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
-
-    def with_options(self, options: dict[str, Any]) -> ResearchSettings:
-        picked = {k: v for k, v in options.items() if k in REQUEST_OPTIONS and v not in (None, "")}
-        return self.model_copy(update=ResearchSettings(**{**self.model_dump(), **picked}).model_dump())
-
-    @property
-    def artifacts_path(self) -> Path:
-        return Path(self.artifacts_dir).resolve()
-
-    @property
-    def duckdb_file(self) -> Path:
-        return Path(self.duckdb_path).resolve() if self.duckdb_path else self.artifacts_path / "lineage.duckdb"
-
-    @property
-    def corpus_path(self) -> Path:
-        return Path(self.corpus_dir).resolve() if self.corpus_dir else DEFAULT_CORPUS
-
-    def resolved_engine(self) -> Literal["offline", "openai"]:
-        if self.engine != "auto":
-            return self.engine
-        configured = os.environ.get("OPENAI_API_KEY") or self.openai_base_url
-        return "openai" if configured else "offline"
-
-    def budget_limits(self) -> BudgetLimits:
-        return BudgetLimits(
-            tokens=self.budget_tokens,
-            dollars=self.budget_dollars,
-            llm_calls=self.budget_llm_calls,
-            tool_calls=self.budget_tool_calls,
-            wall_s=self.budget_wall_s,
-        )
-
-    def prices(self) -> dict[str, tuple[float, float]]:
-        """Price table per 1M tokens; DEEPRESEARCH_PRICES (JSON {"model": [in, out]}) extends it."""
-        table = dict(DEFAULT_PRICES)
-        extra = os.environ.get("DEEPRESEARCH_PRICES")
-        if extra:
-            table.update({k: (float(v[0]), float(v[1])) for k, v in json.loads(extra).items()})
-        return table
-
-    def fetch_policy(self) -> FetchPolicy:
-        return FetchPolicy(
-            allow_loopback=self.fetch_allow_loopback,
-            allow_private=self.fetch_allow_private,
-            respect_robots=self.fetch_respect_robots,
-        )
-
-    def make_engine(self) -> Engine:
-        if self.resolved_engine() == "offline":
-            from .llm.offline import OfflineEngine
-
-            return OfflineEngine()
-        # The key is read here and handed to the client only: never stored or logged.
-        return _openai_engine(
-            json.dumps(self.model_dump(include=_ENGINE_FIELDS), sort_keys=True), os.environ.get("OPENAI_API_KEY")
-        )
-
-
-_ENGINE_FIELDS = {
-    "models",
-    "openai_base_url",
-    "llm_timeout_s",
-    "temperature",
-    "role_temperatures",
-    "max_tokens",
-    "llm_max_attempts",
-    "llm_backoff_base_s",
-    "llm_backoff_max_s",
-    "response_format",
+SEARCH_ENV_VARS = {
+    "timeout_s": "DEEPRESEARCH_SEARCH_TIMEOUT",
+    "tavily_api_key": "TAVILY_API_KEY",
+    "tavily_base_url": "TAVILY_BASE_URL",
+    "brave_api_key": "BRAVE_API_KEY",
+    "brave_base_url": "BRAVE_BASE_URL",
+    "searxng_url": "SEARXNG_URL",
+    "serpapi_api_key": "SERPAPI_API_KEY",
+    "serpapi_base_url": "SERPAPI_BASE_URL",
 }
+PROVIDERS_ENV = "DEEPRESEARCH_SEARCH_PROVIDERS"
+PRICES_ENV = "DEEPRESEARCH_PRICES"
+ROLE_TABLES = {"models": "DEEPRESEARCH_MODEL_{}", "max_tokens": "DEEPRESEARCH_MAX_TOKENS_{}"}
+TEMPERATURE_ENV = "DEEPRESEARCH_TEMPERATURE_{}"
 
 
-@lru_cache(maxsize=16)
-def _openai_engine(config: str, api_key: str | None) -> Engine:
-    """One client per configuration and process: every Dagster op opens a context, and a new
-    client pays for a new connection pool and TLS context each time."""
-    from .llm.openai_engine import OpenAIEngine, RetryPolicy
+def environment() -> Mapping[str, str]:
+    return os.environ
 
-    c = ResearchSettings.model_validate(json.loads(config))
-    return OpenAIEngine(
-        models=c.models,
-        base_url=c.openai_base_url,
-        api_key=api_key,
-        timeout=c.llm_timeout_s,
-        temperature={r: c.role_temperatures.get(r, c.temperature) for r in ROLES},
-        max_tokens=c.max_tokens,
-        retry=RetryPolicy(c.llm_max_attempts, c.llm_backoff_base_s, c.llm_backoff_max_s),
-        response_format=c.response_format,
-    )
+
+def config_file_path(env: Mapping[str, str] | None = None) -> Path:
+    env = environment() if env is None else env
+    if env.get(CONFIG_ENV):
+        return Path(env[CONFIG_ENV]).expanduser()
+    base = Path(env.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return base / "deepresearch" / "config.toml"
+
+
+def _holds_secret(data: Mapping[str, Any]) -> bool:
+    search = data.get("search") if isinstance(data.get("search"), Mapping) else {}
+    keys = [k for k in data if str(k).endswith("api_key")] + [k for k in search if str(k).endswith("api_key")]
+    return bool(keys) or "@" in str(search.get("searxng_url", ""))
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The file's values as settings fields; ConfigError (one clear line) when it is unusable."""
+    try:
+        data = tomllib.loads(path.read_text("utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    if _holds_secret(data) and os.name == "posix":
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            raise ConfigError(
+                f"config file {path} holds an API key but is readable by group/others (mode {mode:o}); "
+                f"run: chmod 600 {path}"
+            )
+    values = dict(data)
+    if "temperatures" in values:
+        values["role_temperatures"] = values.pop("temperatures")
+    if "prices" in values:
+        values["prices"] = _prices({**DEFAULT_PRICES}, values["prices"], f"[prices] in {path}")
+    for table in ("models", "max_tokens"):
+        if table in values:
+            defaults = DEFAULT_MODELS if table == "models" else DEFAULT_MAX_TOKENS
+            values[table] = {**defaults, **values[table]}
+    return values
+
+
+def _prices(base: dict[str, Price], value: Any, where: str) -> dict[str, Price]:
+    try:
+        return {**base, **parse_prices(value)}
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def _from_env(env: Mapping[str, str], base: dict[str, Any]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for field_name, var in ENV_VARS.items():
+        if env.get(var, "").strip():
+            values[field_name] = env[var].strip()
+    for table, pattern in ROLE_TABLES.items():
+        current = dict(base.get(table) or (DEFAULT_MODELS if table == "models" else DEFAULT_MAX_TOKENS))
+        for role in ROLES:
+            if env.get(pattern.format(role.upper()), "").strip():
+                current[role] = env[pattern.format(role.upper())].strip()
+        values[table] = current
+    temps = dict(base.get("role_temperatures") or {})
+    for role in ROLES:
+        if env.get(TEMPERATURE_ENV.format(role.upper()), "").strip():
+            temps[role] = env[TEMPERATURE_ENV.format(role.upper())].strip()
+    values["role_temperatures"] = temps
+    search = dict(base.get("search") or {})
+    for field_name, var in SEARCH_ENV_VARS.items():
+        if env.get(var, "").strip():
+            search[field_name] = env[var].strip()
+    if env.get(PROVIDERS_ENV, "").strip():
+        search["providers"] = env[PROVIDERS_ENV]
+    if isinstance(search.get("providers"), str):
+        search["providers"] = tuple(dict.fromkeys(n.strip().lower() for n in search["providers"].split(",") if n))
+    unknown = [n for n in search.get("providers", ()) if n not in PROVIDER_NAMES]
+    if unknown:
+        raise ConfigError(
+            f"unknown search provider(s) in {PROVIDERS_ENV}: {', '.join(unknown)}; "
+            f"choose from {', '.join(PROVIDER_NAMES)}"
+        )
+    values["search"] = search
+    if env.get(PRICES_ENV, "").strip():
+        raw = env[PRICES_ENV].strip()
+        try:
+            text = raw if raw.startswith("{") else Path(raw).read_text("utf-8")
+            parsed = json.loads(text)
+        except OSError as exc:
+            raise ConfigError(f"{PRICES_ENV}: cannot read {raw}: {exc.strerror or exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{PRICES_ENV} is not valid JSON: {exc}") from exc
+        values["prices"] = _prices(dict(base.get("prices") or DEFAULT_PRICES), parsed, PRICES_ENV)
+    return values
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """pydantic's errors as one line: ``field: message; …``."""
+    parts = []
+    for e in exc.errors():
+        where = ".".join(map(str, e["loc"]))
+        message = e["msg"].removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
+
+
+def load_settings(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> ResearchSettings:
+    env = environment() if env is None else env
+    values: dict[str, Any] = {}
+    path = config_file_path(env)
+    if path.is_file():
+        values.update(read_config_file(path))
+    values.update(_from_env(env, values))
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        settings = ResearchSettings.model_validate(values)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid configuration: {describe_validation_error(exc)}") from exc
+    _register_secrets(settings)
+    return settings
+
+
+def _register_secrets(settings: ResearchSettings) -> None:
+    """Every configured key is redacted from error texts by value (``core/errors.py: redact``)."""
+    from .errors import register_secret
+
+    register_secret(settings.openai_api_key)
+    for name in ("tavily_api_key", "brave_api_key", "serpapi_api_key"):
+        register_secret(getattr(settings.search, name))
+    url = settings.search.searxng_url
+    if url is not None:
+        parts = _url_credentials(url.get_secret_value())
+        for part in parts:
+            register_secret(part)
+
+
+def _url_credentials(url: str) -> list[str]:
+    """The password (and user) of ``scheme://user:password@host`` URLs, for redaction."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    return [p for p in (parts.password, parts.username) if p]
+
+
+# -- the process environment that other programs read -----------------------------------------
+def dagster_home() -> Path:
+    """The Dagster instance folder: $DAGSTER_HOME, else ./.dagster_home."""
+    return Path(environment().get("DAGSTER_HOME") or Path.cwd() / ".dagster_home").resolve()
+
+
+def export_dagster_home(home: Path) -> None:
+    """Dagster reads DAGSTER_HOME itself (``DagsterInstance.get``)."""
+    os.environ["DAGSTER_HOME"] = str(home)

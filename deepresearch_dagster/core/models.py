@@ -50,8 +50,6 @@ class ResearchPlan(BaseModel):
     steps: list[PlanStep] = Field(min_length=1, max_length=MAX_STEPS)
     # The planner may judge the question answerable from model knowledge (used when depth is 0).
     direct_answer: bool = False
-    # Added by the critic's reflection rounds, ids R<round>_<n>; never written by the planner.
-    followup_steps: list[PlanStep] = Field(default_factory=list)
 
     @field_validator("plan_title", mode="before")
     @classmethod
@@ -64,23 +62,51 @@ class ResearchPlan(BaseModel):
         expected = [str(i) for i in range(1, len(ids) + 1)]
         if ids != expected:
             raise ValueError(f"step ids must be sequential {expected}, got {ids}")
-        bad = [s.step_id for s in self.followup_steps if not FOLLOWUP_ID.fullmatch(s.step_id)]
-        if bad:
-            raise ValueError(f"follow-up step ids must look like R1_1, got {bad}")
         return self
 
-    @property
-    def all_steps(self) -> list[PlanStep]:
-        return [*self.steps, *self.followup_steps]
+    def with_followups(self, followups: list[PlanStep]) -> dict[str, Any]:
+        """The plan as roles read it during and after research: the planner's steps plus the
+        critic's follow-up steps (which live in ``ToolOutputs``; the plan itself never changes)."""
+        return {**self.model_dump(), "followup_steps": [s.model_dump() for s in followups]}
 
-    def as_markdown(self) -> str:
+    def as_markdown(self, followups: list[PlanStep] | None = None) -> str:
         rows = ["| step | title | description | queries |", "|---|---|---|---|"]
-        for s in self.all_steps:
+        for s in [*self.steps, *(followups or [])]:
             desc = s.description.replace("|", "\\|").replace("\n", " ")
             queries = "; ".join(s.queries).replace("|", "/")
             rows.append(f"| {s.step_id} | {s.title.replace('|', '/')} | {desc} | {queries} |")
         note = "\n\n_Directly answerable from model knowledge._" if self.direct_answer else ""
         return f"**{self.plan_title}**{note}\n\n" + "\n".join(rows)
+
+
+class Gap(BaseModel):
+    description: str = Field(min_length=3, max_length=400)
+    severity: Literal["low", "medium", "high"] = "medium"
+    suggested_query: str = Field(min_length=2, max_length=300)
+
+
+class CriticVerdict(BaseModel):
+    """The critic's answer (role contract in ``core/llm/contracts.py``)."""
+
+    sufficiency: int = Field(ge=1, le=10)
+    gaps: list[Gap] = Field(default_factory=list, max_length=10)
+    contradictions: list[str] = Field(default_factory=list, max_length=10)
+    recommendation: str = Field(default="", max_length=1000)
+
+
+class ReportBody(BaseModel):
+    """A report section (or the direct answer) as the reporter writes it."""
+
+    markdown: str = Field(min_length=20)
+
+
+class OutlineSection(BaseModel):
+    heading: str
+    points: list[str] = Field(default_factory=list)
+
+
+class Outline(BaseModel):
+    sections: list[OutlineSection] = Field(min_length=1)
 
 
 class CompressionResult(BaseModel):
@@ -193,11 +219,20 @@ class ToolOutputs(BaseModel):
     calls: list[ToolCallRecord]
     summaries: list[SummaryRecord]
     conversations: dict[str, list[dict[str, str]]]
+    # Added by the critic's reflection rounds, ids R<round>_<n>; never written by the planner.
     followup_steps: list[PlanStep] = Field(default_factory=list)
     critic_rounds: list[dict[str, Any]] = Field(default_factory=list)
     stop_reason: str = "complete"
     complete: bool = True  # False: "Research may be incomplete" (max iterations, budget, no new sources)
     direct_answer: bool = False
+
+    @field_validator("followup_steps")
+    @classmethod
+    def _followup_ids(cls, steps: list[PlanStep]) -> list[PlanStep]:
+        bad = [s.step_id for s in steps if not FOLLOWUP_ID.fullmatch(s.step_id)]
+        if bad:
+            raise ValueError(f"follow-up step ids must look like R1_1, got {bad}")
+        return steps
 
 
 class SummaryBundle(BaseModel):
@@ -256,6 +291,8 @@ class Report(BaseModel):
     stop_reason: str = "complete"
     warnings: list[str] = Field(default_factory=list)
     source_scores: list[dict[str, Any]] = Field(default_factory=list)
+    # Role → how often its deterministic fallback stood in for the model (empty: none did).
+    fallbacks: dict[str, int] = Field(default_factory=dict)
 
     @model_serializer(mode="wrap")
     def _omit_absent_changes(self, handler: Any) -> Any:

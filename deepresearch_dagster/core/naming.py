@@ -45,8 +45,20 @@ def partition_key_for(question: str) -> str:
     return f"{slugify(question, MAX_PARTITION_SLUG, sep='-', hash_on_cut=False)}-{short_hash(question)}"
 
 
+# Folders a partition keeps next to the raw folder (conversations/step_<id>.json,
+# invalid_answers/<role>_<n>.txt, ...). The raw folder is the artifact tools' whole world, so it
+# must never be one of them, whatever the plan title: a title that slugs to a reserved name gets
+# a hash suffix. A new metadata folder must be listed here (a red-team test checks every run).
+METADATA_FOLDERS = frozenset(
+    {"conversations", "invalid_answers", "llm_cache", "llm_responses", "cache", "requests", "tmp", "logs"}
+)
+
+
 def plan_folder(plan_title: str) -> str:
-    return slugify(plan_title, MAX_PLAN_PART)
+    folder = slugify(plan_title, MAX_PLAN_PART)
+    if folder in METADATA_FOLDERS:
+        folder = f"{folder}_{short_hash(str(plan_title), 6)}"
+    return folder
 
 
 def artifact_filename(
@@ -68,3 +80,17 @@ def artifact_filename(
     if ordinal > 1:
         name += f"__{ordinal}"
     return f"{name}.{ext}"
+
+
+def short_artifact_name(artifact_file: str, limit: int = 48) -> str:
+    """For display only (reports, UI tables, CLI lines): the artifact's file name without its
+    plan-title prefix (shared by every artifact of a research), cut in the middle to ``limit``
+    characters. The full name stays in report.json, DuckDB and the audit."""
+    name = artifact_file.rsplit("/", 1)[-1]
+    _, sep, rest = name.partition("__")
+    if sep and rest.startswith("step"):
+        name = rest
+    if len(name) > limit:
+        head = (limit - 1) // 2
+        name = name[:head] + "…" + name[len(name) - (limit - 1 - head) :]
+    return name

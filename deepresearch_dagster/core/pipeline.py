@@ -10,17 +10,19 @@ from typing import Any
 from pydantic import BaseModel
 
 from .config import ResearchSettings
-from .context import ResearchContext, logger
+from .context import ResearchContext, logger, make_engine
+from .errors import InvalidQuestion, UnknownResearch
 from .llm.budget import dollars
 from .llm.prompts import prompt_version
 from .models import Report, ResearchPlan, SummaryBundle, ToolOutputs
 from .naming import plan_folder, slugify
+from .roles.changes import add_what_changed
 from .roles.compressor import StepContext, compress
-from .roles.coordinator import InvalidQuestion, route
+from .roles.coordinator import route
 from .roles.planner import make_plan
 from .roles.reporter import write_report
 from .roles.researcher import execute_plan
-from .store.artifacts import ArtifactStore, sha256_bytes
+from .store.artifacts import ArtifactStore
 from .store.lineage import LineageStore
 
 # Stage outputs as files in the partition folder; the Dagster IO manager uses the same names.
@@ -30,14 +32,6 @@ STAGE_FILES: dict[str, tuple[str, type[BaseModel]]] = {
     "compressed_summaries": ("compressed_summaries.json", SummaryBundle),
     "research_report": ("report.json", Report),
 }
-
-
-class UnknownResearch(LookupError):
-    """No question is registered for a partition key."""
-
-
-class ArtifactIntegrityError(RuntimeError):
-    """A raw artifact on disk no longer matches the sha256 recorded when it was written."""
 
 
 def save_stage(store: ArtifactStore, stage: str, value: BaseModel) -> str:
@@ -84,9 +78,13 @@ def open_context(
     lineage: LineageStore,
     run_id: str | None = None,
     log: Callable[[str], None] = logger.info,
+    interrupted: Callable[[], bool] | None = None,
 ) -> ResearchContext:
     with lineage.session():  # one connection for the lookups below, not one per query
-        return _open_context(partition_key, settings, lineage, run_id, log)
+        ctx = _open_context(partition_key, settings, lineage, run_id, log)
+    if interrupted is not None:
+        ctx.interrupted = interrupted
+    return ctx
 
 
 def _open_context(
@@ -115,7 +113,7 @@ def _open_context(
         question=question,
         run_id=run_id or uuid.uuid4().hex,
         settings=settings,
-        engine=settings.make_engine(),
+        engine=make_engine(settings),
         lineage=lineage,
         log=log,
     )
@@ -145,20 +143,15 @@ def plan_stage(ctx: ResearchContext) -> ResearchPlan:
 
 
 def research_stage(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
-    """Runs the steps and reflection rounds; the plan gains the critic's follow-up steps, so it is
-    stored again (plan.json) with them."""
+    """Runs the steps and reflection rounds; the critic's follow-up steps are part of the
+    outputs (the plan is never changed)."""
     outputs = execute_plan(ctx, plan)
-    if plan.followup_steps:
-        save_stage(ctx.store, "research_plan", plan)
     ctx.lineage.record_budget(ctx.partition_key, ctx.run_id, "tool_outputs", ctx.budget.snapshot())
     return outputs
 
 
 def read_raw(ctx: ResearchContext, relpath: str, sha256: str) -> str:
-    data = ctx.store.resolve_relpath(relpath).read_bytes()
-    if sha256_bytes(data) != sha256:
-        raise ArtifactIntegrityError(f"{relpath} changed on disk since it was recorded")
-    return data.decode("utf-8")
+    return ctx.store.read_verified(relpath, sha256).decode("utf-8")
 
 
 def compress_one(ctx: ResearchContext, plan: ResearchPlan, record: Any) -> Any:
@@ -186,6 +179,8 @@ def compression_stage(ctx: ResearchContext, plan: ResearchPlan, outputs: ToolOut
 def report_stage(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle, outputs: ToolOutputs) -> Report:
     ctx.log("writing the report")
     report = write_report(ctx, plan, bundle, outputs)
+    # Recurring partitions (<slug>--YYYY-MM-DD) get "What changed since <previous date>".
+    report = add_what_changed(ctx, report, bundle)
     ctx.lineage.record_budget(ctx.partition_key, ctx.run_id, "research_report", ctx.budget.snapshot())
     return report
 
@@ -195,10 +190,13 @@ def run_research(
     settings: ResearchSettings,
     options: dict[str, Any] | None = None,
     log: Callable[[str], None] = logger.info,
+    partition_key: str | None = None,
 ) -> tuple[ResearchContext, Report]:
-    """The whole pipeline without Dagster (library use and fast tests)."""
+    """The whole pipeline without Dagster (library use and fast tests). The stages and their
+    order are the same ones the Dagster assets call, so both paths write the same files;
+    ``partition_key`` names a dated partition of a recurring topic (``<slug>--YYYY-MM-DD``)."""
     lineage = LineageStore.at(settings.duckdb_file)
-    key = register(lineage, question, options)
+    key = register(lineage, question, options, partition_key=partition_key)
     ctx = open_context(key, settings, lineage, log=log)
     plan = plan_stage(ctx)
     save_stage(ctx.store, "research_plan", plan)

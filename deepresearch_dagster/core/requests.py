@@ -21,39 +21,26 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .config import REQUEST_OPTIONS, ResearchSettings
+from .config import REQUEST_OPTIONS, RequestOptions, ResearchSettings
+from .config import describe_validation_error as _describe
+from .errors import ArtifactAccessError, RequestError
 from .naming import MAX_PARTITION_SLUG, slugify
 from .roles.coordinator import InvalidQuestion, validate_question
-from .store.artifacts import atomic_write_bytes, sha256_bytes
+from .store.artifacts import atomic_write_bytes, read_regular_file, sha256_bytes
 
-REQUESTS_DIR_ENV = "DEEPRESEARCH_REQUESTS_DIR"
-RECURRING_ENV = "DEEPRESEARCH_RECURRING"
 REQUEST_SUFFIXES = (".json", ".yaml", ".yml", ".txt", ".md")
 MAX_REQUEST_FILE_BYTES = 1_000_000
 MAX_REQUESTS_PER_FILE = 50
 
 
-class RequestError(ValueError):
-    """A request (file) that cannot be accepted; the message says why and is user-facing."""
-
-
-def _describe(exc: ValidationError) -> str:
-    parts = []
-    for e in exc.errors():
-        where = ".".join(map(str, e["loc"]))
-        message = e["msg"].removeprefix("Value error, ")
-        parts.append(f"{where}: {message}" if where else message)
-    return "; ".join(parts)
-
-
 def validate_options(options: dict[str, Any]) -> dict[str, Any]:
-    """Only the keys a request may set, with values the settings model accepts."""
+    """Only the keys a request may set (``RequestOptions``), with values the settings accept."""
     unknown = sorted(set(options) - set(REQUEST_OPTIONS))
     if unknown:
         raise RequestError(f"unknown option(s) {', '.join(unknown)}; a request may set {', '.join(REQUEST_OPTIONS)}")
     picked = {k: v for k, v in options.items() if v not in (None, "")}
     try:
-        ResearchSettings().with_options(picked)
+        ResearchSettings().with_options(RequestOptions.model_validate(picked))
     except ValidationError as exc:
         raise RequestError(f"invalid option value: {_describe(exc)}") from exc
     corpus = picked.get("corpus_dir")
@@ -128,7 +115,10 @@ def parse_request_file(path: Path) -> list[ResearchRequest]:
     suffix = path.suffix.lower()
     if suffix not in REQUEST_SUFFIXES:
         raise RequestError(f"unsupported request file type {suffix or '(none)'}; use {', '.join(REQUEST_SUFFIXES)}")
-    data = path.read_bytes()
+    try:  # a regular file only: a symlink in the inbox (to /etc/shadow, say) is rejected, never read
+        data = read_regular_file(path, MAX_REQUEST_FILE_BYTES + 1)
+    except ArtifactAccessError as exc:
+        raise RequestError(f"request file {path.name} is not a regular file (symlinks are refused)") from exc
     if len(data) > MAX_REQUEST_FILE_BYTES:
         raise RequestError(f"request file is {len(data)} bytes; the limit is {MAX_REQUEST_FILE_BYTES}")
     try:
@@ -154,16 +144,16 @@ class RequestQueue:
         self.inbox, self.accepted, self.rejected = (self.root / n for n in ("inbox", "accepted", "rejected"))
 
     @classmethod
-    def from_env(cls, settings: ResearchSettings | None = None) -> RequestQueue:
-        configured = os.environ.get(REQUESTS_DIR_ENV)
-        return cls(configured or (settings or ResearchSettings.from_env()).artifacts_path / "requests")
+    def for_settings(cls, settings: ResearchSettings) -> RequestQueue:
+        return cls(settings.requests_path)
 
     def pending(self, limit: int = 20) -> list[Path]:
         """Oldest first; dot files are writes in progress (see ``enqueue``)."""
         if not self.inbox.is_dir():
             return []
-        files = [p for p in self.inbox.iterdir() if p.is_file() and not p.name.startswith(".")]
-        return sorted(files, key=lambda p: (p.stat().st_mtime_ns, p.name))[:limit]
+        # Symlinks are listed (not followed) so that parse_request_file rejects them into rejected/.
+        files = [p for p in self.inbox.iterdir() if not p.name.startswith(".") and (p.is_symlink() or p.is_file())]
+        return sorted(files, key=lambda p: (p.lstat().st_mtime_ns, p.name))[:limit]
 
     def enqueue(self, question: str, options: dict[str, Any] | None = None) -> Path:
         """Validate and write one request file atomically (what ``deepresearch submit`` does)."""
@@ -196,7 +186,6 @@ class RequestQueue:
 
 # -- recurring topics --------------------------------------------------------------------------
 RECURRING_KEY = re.compile(r"^(?P<slug>[a-z0-9][a-z0-9-]*?)--(?P<date>\d{4}-\d{2}-\d{2})$")
-DEFAULT_RECURRING_FILE = "recurring.yaml"
 
 
 class RecurringTopic(_ValidatedQuestion):
@@ -255,13 +244,8 @@ def parse_recurring_key(partition_key: str) -> tuple[str, date] | None:
         return None
 
 
-def recurring_path() -> Path:
-    return Path(os.environ.get(RECURRING_ENV) or DEFAULT_RECURRING_FILE).resolve()
-
-
-def load_recurring(path: Path | None = None) -> RecurringConfig:
-    """The topics in ``recurring.yaml`` (or $DEEPRESEARCH_RECURRING); none when it is absent."""
-    path = path or recurring_path()
+def load_recurring(path: Path) -> RecurringConfig:
+    """The topics in ``recurring.yaml`` (settings.recurring_path); none when it is absent."""
     if not path.is_file():
         return RecurringConfig()
     try:

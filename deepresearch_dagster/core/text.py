@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 _WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?")
 # One token per word-ish run and one per other non-space character: the single local
 # estimate used for raw and injected text alike, so the reduction ratio is comparable.
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z0-9])")
+# A sentence ends at . ! or ? (closing quotes and brackets stay with it) before a capital or digit.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*(?=\s+[\"'“‘(\[]?[A-Z0-9])")
 
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are as at be because been
@@ -33,9 +35,18 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
+_POSSESSIVE = re.compile(r"['’]s$", re.IGNORECASE)
+
+
 def content_terms(text: str) -> list[str]:
-    """Lowercased, crudely stemmed words without stopwords, for lexical scoring."""
-    return [stem(w.lower()) for w in words(text) if w.lower() not in STOPWORDS and len(w) > 1]
+    """Lowercased, crudely stemmed words without stopwords, for lexical scoring ("London's" is "london")."""
+    return [t for t in map(_term, words(text)) if t]
+
+
+@lru_cache(maxsize=65536)
+def _term(word: str) -> str:
+    low = _POSSESSIVE.sub("", word.lower())
+    return stem(low) if low not in STOPWORDS and len(low) > 1 else ""
 
 
 def stem(word: str) -> str:
@@ -55,9 +66,50 @@ def stem(word: str) -> str:
         "ly",
         "s",
     ):
+        if suffix == "s" and word.endswith(("ss", "us", "is")):
+            return word  # "address", "status", "analysis" are not plurals
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            if suffix == "es" and not word.endswith(("ses", "xes", "zes", "ches", "shes")):
+                return word[:-1]  # "challenges" → "challenge", like "challenge"; "boxes" → "box"
             return word[: -len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
     return word
+
+
+# Abbreviations after which a full stop does not end the sentence. No maintained library serves
+# here: NLTK's punkt needs its model downloaded from the nltk_data hub at run time (not on PyPI),
+# and pySBD (last release 0.3.4, 2021) costs ~3 ms per kB on every split, which the schema's
+# sentence counter and the compressor run many times per call. The rule below handles the cases
+# that break quotes: titles, initials ("Thomas J. Watson"), numbering ("No. 1"), "e.g.", "U.S.".
+_ALWAYS = frozenset(
+    "mr mrs ms mx dr prof sr jr st mt ft gen gov sen rep rev hon capt lt col sgt cpl maj cmdr adm "
+    "fr bros vs cf ca approx dept univ assn inc corp ltd co".split()
+)
+_BEFORE_NUMBER = frozenset(
+    "no nos nr fig figs vol vols pp p ch chap sec art op ed eds "
+    "jan feb mar apr jun jul aug sep sept oct nov dec".split()
+)
+_DOTTED = re.compile(r"(?:\b[A-Za-z]\.){2,}$")
+_LAST_WORD = re.compile(r"([A-Za-z]+)\.[\"'”’)\]]*$")
+
+
+def _abbreviation_before(piece: str, following: str) -> bool:
+    """Whether ``piece`` ends with an abbreviation, so the split before ``following`` is wrong."""
+    if _DOTTED.search(piece):
+        return True  # e.g. i.e. U.S. a.m.
+    match = _LAST_WORD.search(piece)
+    if not match:
+        return False
+    word = match.group(1)
+    low = word.lower()
+    if low in _ALWAYS:
+        return True
+    if low in _BEFORE_NUMBER and following[:1].isdigit():
+        return True
+    if len(word) == 1 and word.isupper():
+        # An initial: "Thomas J. Watson", "J. R. R. Tolkien" (preceded by a capitalized word or start).
+        before = piece[: match.start()].split()
+        return not before or before[-1][:1].isupper()
+    return False
 
 
 def split_sentences(text: str) -> list[str]:
@@ -65,7 +117,16 @@ def split_sentences(text: str) -> list[str]:
     text = re.sub(r"\s+", " ", text).strip()
     if not text:
         return []
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    out: list[str] = []
+    cuts = [m.end() for m in _SENTENCE_END.finditer(text)]
+    for piece in (text[a:b].strip() for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)):
+        if not piece:
+            continue
+        if out and _abbreviation_before(out[-1], piece):
+            out[-1] = f"{out[-1]} {piece}"
+        else:
+            out.append(piece)
+    return out
 
 
 def count_sentences(text: str) -> int:
@@ -80,3 +141,43 @@ def normalize_for_match(text: str) -> str:
 
 def has_forbidden_control_chars(text: str) -> bool:
     return any(unicodedata.category(ch) == "Cc" and ch not in "\n\t\r" for ch in text)
+
+
+# -- prompt injection (seed 003 §13) ------------------------------------------------------------
+# Fetched pages and documents are data, never instructions. The offline compressor and reporter
+# copy sentences verbatim, so a sentence that addresses the model ("ignore previous instructions",
+# "you are now in developer mode", fake tool-call JSON, "tell the user …") must never be picked as
+# a summary sentence, an extraction or a finding: ``is_instruction`` is that test. It errs on the
+# side of dropping a sentence, which costs an extractive summary one candidate among many.
+_INSTRUCTION_PATTERNS = [
+    # "Ignore/disregard/forget (all) (the) previous instructions / the sources / the plan"
+    r"\b(?:ignore|disregard|forget|override|bypass)\b[^.!?\n]{0,40}\b(?:instructions?|prompts?|rules|guidelines"
+    r"|sources?|context|plan|system|above|everything)\b",
+    r"\b(?:previous|prior|earlier|above|original)\s+(?:instructions?|prompts?|directions)\b",
+    r"\b(?:new|updated|real|hidden|secret)\s+instructions?\b",
+    r"\byou\s+are\s+now\b",
+    r"\b(?:developer|jailbreak|god|dan|admin)\s+mode\b",
+    r"\bsystem\s+(?:message|prompt|override|instruction)\b",
+    r"^\s*[\[<(]?\s*(?:system|assistant|ai|model|llm|chatbot)\s*[\]>)]?\s*[:,]",
+    r"\byou\s+(?:must|should|have\s+to|need\s+to|will)\s+(?:now\s+)?(?:call|use|invoke|run|say|answer|respond|reply"
+    r"|state|output|print|tell|write|report|fetch|open|visit|include|ignore|forget)\b",
+    r"\b(?:tell|inform|convince)\s+the\s+(?:user|reader|human)\b",
+    r"\b(?:as\s+an?\s+(?:ai|language\s+model|assistant))\b",
+    r"\b(?:do\s+not|don't|never)\s+(?:cite|mention|reveal|tell|disclose)\b[^.!?\n]{0,40}\b(?:sources?|user|this)\b",
+    # Tool-call look-alikes.
+    r"\"?tool_calls?\"?\s*[:=]",
+    r"</?\s*(?:tool_call|function_call|tool|function|system|im_start|im_end)\b",
+    r"\{\s*\"(?:name|function|tool)\"\s*:\s*\"[a-z_]+\"\s*,\s*\"(?:arguments|parameters|args)\"",
+    r"\b(?:call|invoke|use)\s+(?:the\s+)?(?:tool\s+)?(?:fetch_url|web_search|read_artifact|grep_artifacts"
+    r"|read_document|local_search)\b",
+]
+_INSTRUCTION = re.compile("|".join(f"(?:{p})" for p in _INSTRUCTION_PATTERNS), re.IGNORECASE | re.MULTILINE)
+
+
+def is_instruction(text: str) -> bool:
+    """True when ``text`` reads as an instruction to the model (or a fake tool call), not a claim."""
+    return bool(text) and _INSTRUCTION.search(text) is not None
+
+
+def drop_instructions(sentences: list[str]) -> list[str]:
+    return [s for s in sentences if not is_instruction(s)]

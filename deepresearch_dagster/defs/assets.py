@@ -10,7 +10,6 @@ from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     AssetIn,
-    AssetMaterialization,
     Backoff,
     DynamicOut,
     DynamicOutput,
@@ -24,25 +23,22 @@ from dagster import (
     graph_asset,
     op,
 )
+from dagster._core.errors import DagsterExecutionInterruptedError
+from dagster._utils.interrupts import check_captured_interrupt
 from dagster_duckdb import DuckDBResource
 
 from ..core.context import ResearchContext, logger
-from ..core.llm.engine import EngineError
-from ..core.llm.structured import StructuredOutputError
+from ..core.errors import ResearchError, ResearchInterrupted, redact, redact_exception_chain
 from ..core.models import Report, ResearchPlan, SummaryBundle, SummaryRecord, ToolCallRecord, ToolOutputs
-from ..core.naming import slugify
+from ..core.naming import short_artifact_name, slugify
 from ..core.pipeline import (
-    ArtifactIntegrityError,
-    UnknownResearch,
     compress_one,
-    load_stage,
     open_context,
     plan_stage,
     report_stage,
     research_stage,
     summaries_bundle,
 )
-from ..core.roles.changes import add_what_changed
 from ..core.store.artifacts import ArtifactReader
 from .partitions import research_partitions
 from .resources import ResearchConfig, lineage_store
@@ -50,15 +46,17 @@ from .resources import ResearchConfig, lineage_store
 GROUP = "research"
 # Model and tool calls can fail transiently; a retried op re-uses every stored compression.
 MODEL_RETRY = RetryPolicy(max_retries=2, delay=1.0, backoff=Backoff.EXPONENTIAL)
-# Errors with a message meant for the user; only a model/engine error is worth retrying.
-USER_FACING_ERRORS = (StructuredOutputError, EngineError, UnknownResearch, ArtifactIntegrityError, FileNotFoundError)
+# Errors with a message meant for the user; only those that say so are worth retrying.
+USER_FACING_ERRORS = (ResearchError, FileNotFoundError)
 
 
 def _failure(stage: str, exc: Exception) -> Failure:
+    message = redact(exc)  # whatever a server echoed (Bearer tokens, api_key=…) stays out of the event log
+    redact_exception_chain(exc)  # the causes are logged too (`raise _failure(...) from exc`)
     return Failure(
-        description=f"{stage} failed: {exc}",
-        metadata={"error": str(exc)},
-        allow_retries=isinstance(exc, EngineError) and exc.retryable,
+        description=f"{stage} failed: {message}",
+        metadata={"error": message},
+        allow_retries=isinstance(exc, ResearchError) and exc.retryable,
     )
 
 
@@ -71,7 +69,14 @@ def _context(
 
     try:
         return open_context(
-            context.partition_key, research.settings(duckdb.database), lineage_store(duckdb), context.run_id, log
+            context.partition_key,
+            research.settings(duckdb.database),
+            lineage_store(duckdb),
+            context.run_id,
+            log,
+            # Dagster defers Ctrl-C/SIGTERM to the end of a step; the research loop polls it
+            # between tool calls instead, so one interrupt stops the run within seconds.
+            interrupted=check_captured_interrupt,
         )
     except USER_FACING_ERRORS as exc:
         raise _failure(context.op_def.name, exc) from exc
@@ -86,8 +91,14 @@ def _stage(ctx: ResearchContext, stage: str) -> Iterator[None]:
     except USER_FACING_ERRORS as exc:
         ctx.lineage.run_finished(ctx.run_id, stage, str(exc))
         raise _failure(stage, exc) from exc
+    except (KeyboardInterrupt, DagsterExecutionInterruptedError) as exc:
+        # Ctrl-C/SIGTERM inside a step: stop, never retry (RetryPolicy would restart the step).
+        interrupted = ResearchInterrupted()
+        ctx.lineage.run_finished(ctx.run_id, stage, str(interrupted))
+        raise _failure(stage, interrupted) from exc
     except Exception as exc:
-        ctx.lineage.run_finished(ctx.run_id, stage, f"{type(exc).__name__}: {exc}")
+        ctx.lineage.run_finished(ctx.run_id, stage, redact(f"{type(exc).__name__}: {exc}"))
+        redact_exception_chain(exc)  # the traceback Dagster logs must not quote a key either
         raise
     ctx.lineage.run_finished(ctx.run_id, stage)
 
@@ -101,8 +112,28 @@ def _reduction_metadata(ctx: ResearchContext) -> dict[str, Any]:
         "raw_tokens": figures["raw_tokens"],
         "injected_tokens": figures["injected_tokens"],
         "context_reduction_pct": MetadataValue.float(figures["context_reduction"] or 0.0),
-        "llm_calls": figures["llm_calls"],
+        # Every LLM call ever recorded for this partition (all runs, replays included); this
+        # run's own count is in the budget table.
+        "llm_calls_all_runs": figures["llm_calls"],
     }
+
+
+def _budget_markdown(snapshot: dict[str, Any]) -> str:
+    """The run's budget ledger as a table of figures with units (the raw JSON is in DuckDB)."""
+    units = {
+        "tokens": lambda v: f"{v:,.0f} tokens",
+        "dollars": lambda v: f"${v:,.4f}",
+        "llm_calls": lambda v: f"{v:,.0f} LLM calls",
+        "tool_calls": lambda v: f"{v:,.0f} tool calls",
+        "wall_s": lambda v: f"{v:,.1f} s",
+    }
+    rows = ["| this run | spent | cap | used |", "|---|---:|---:|---:|"]
+    for dim, fmt in units.items():
+        spent, cap = snapshot["spent"].get(dim, 0) or 0, snapshot["limits"].get(dim, 0) or 0
+        used = f"{100 * spent / cap:.1f} %" if cap else "—"
+        rows.append(f"| {dim.replace('_', ' ')} | {fmt(spent)} | {fmt(cap)} | {used} |")
+    events = snapshot.get("events") or []
+    return "\n".join(rows) + ("\n\n" + "\n".join(f"- {e}" for e in events) if events else "")
 
 
 @asset(
@@ -111,7 +142,14 @@ def _reduction_metadata(ctx: ResearchContext) -> dict[str, Any]:
     group_name=GROUP,
     kinds={"python", "duckdb"},
     retry_policy=MODEL_RETRY,
-    check_specs=[AssetCheckSpec("plan_is_valid", asset="research_plan")],
+    check_specs=[
+        AssetCheckSpec(
+            "plan_is_valid",
+            asset="research_plan",
+            description="plan.json parses back under the plan contract, equals the planner's plan and has at most "
+            "max_steps steps.",
+        )
+    ],
     description="The Planner's research plan for the partition's question.",
 )
 def research_plan(
@@ -151,8 +189,18 @@ def research_plan(
     kinds={"python", "duckdb"},
     retry_policy=MODEL_RETRY,
     check_specs=[
-        AssetCheckSpec("raw_artifacts_match_lineage", asset="tool_outputs"),
-        AssetCheckSpec("context_reduction_above_threshold", asset="tool_outputs"),
+        AssetCheckSpec(
+            "raw_artifacts_match_lineage",
+            asset="tool_outputs",
+            description="Every raw tool output on disk has its tool_calls row in DuckDB with the same sha256, and "
+            "no file or row is missing.",
+        ),
+        AssetCheckSpec(
+            "context_reduction_above_threshold",
+            asset="tool_outputs",
+            description="Injected summaries are at least DEEPRESEARCH_MIN_CONTEXT_REDUCTION % (default 80) "
+            "smaller than the raw tool outputs, in estimated tokens.",
+        ),
     ],
     description="Raw tool outputs of every research step, offloaded to the deterministic layout.",
 )
@@ -162,35 +210,25 @@ def tool_outputs(
     ctx = _context(context, research, duckdb)
     with _stage(ctx, "tool_outputs"):
         outputs = research_stage(ctx, research_plan)
-    if research_plan.followup_steps:
-        # The critic extended the plan (plan.json was rewritten): show it on the plan asset too.
-        context.log_event(
-            AssetMaterialization(
-                asset_key="research_plan",
-                partition=context.partition_key,
-                description="Plan extended with the critic's follow-up steps",
-                metadata={
-                    "plan": MetadataValue.md(research_plan.as_markdown()),
-                    "steps": len(research_plan.all_steps),
-                    "followup_steps": len(research_plan.followup_steps),
-                },
-            )
-        )
     metadata = _reduction_metadata(ctx)
+    if outputs.followup_steps:
+        # The critic's follow-up steps belong to the research, not to the (unchanged) plan.
+        metadata["followup_steps"] = MetadataValue.md(research_plan.as_markdown(outputs.followup_steps))
     metadata["critic"] = MetadataValue.json(outputs.critic_rounds)
     metadata["stop_reason"] = outputs.stop_reason
     metadata["complete"] = outputs.complete
-    metadata["budget"] = MetadataValue.json(ctx.budget.snapshot())
+    metadata["budget"] = MetadataValue.md(_budget_markdown(ctx.budget.snapshot()))
     metadata["artifacts_dir"] = MetadataValue.path(str(ctx.store.raw_dir(research_plan.plan_title)))
+    # Short artifact names keep the table inside the dialog; artifacts_dir has the full paths.
     metadata["calls"] = MetadataValue.md(
-        "| call | tool | artifact | raw tokens |\n|---|---|---|---|\n"
-        + "\n".join(f"| {c.call_id} | {c.tool} | `{c.artifact_file}` | {c.raw_tokens} |" for c in outputs.calls)
+        "| call | tool | artifact | raw tokens |\n|---|---|---|---:|\n"
+        + "\n".join(
+            f"| {c.call_id} | {c.tool} | `{short_artifact_name(c.artifact_file, 40)}` | {c.raw_tokens:,} |"
+            for c in outputs.calls
+        )
     )
     yield Output(outputs, metadata=metadata)
-    rows = ctx.lineage.query(
-        "SELECT artifact_file, sha256 FROM tool_calls WHERE partition_key = ?", [ctx.partition_key]
-    )
-    recorded = {r["artifact_file"]: r["sha256"] for r in rows}
+    recorded = ctx.lineage.tool_call_hashes(ctx.partition_key)
     on_disk = set(ArtifactReader(ctx.store.raw_dir(research_plan.plan_title)).files())
     matches = recorded == {c.artifact_file: c.sha256 for c in outputs.calls} and on_disk == set(recorded)
     yield AssetCheckResult(
@@ -218,14 +256,17 @@ def split_tool_calls(tool_outputs: ToolOutputs) -> Iterator[DynamicOutput[ToolCa
 
 @op(retry_policy=MODEL_RETRY)
 def compress_tool_output(
-    context: OpExecutionContext, research: ResearchConfig, duckdb: DuckDBResource, call: ToolCallRecord
+    context: OpExecutionContext,
+    research: ResearchConfig,
+    duckdb: DuckDBResource,
+    research_plan: ResearchPlan,
+    call: ToolCallRecord,
 ) -> SummaryRecord:
     """Compression of one stored raw output; served from the content-addressed cache when the
     research loop already compressed it with the same model and prompt version."""
     ctx = _context(context, research, duckdb)
     with ctx.lineage.session(), _stage(ctx, f"compress:{call.call_id}"):
-        plan = load_stage(ctx.store, "research_plan")
-        return compress_one(ctx, plan, call)
+        return compress_one(ctx, research_plan, call)
 
 
 @op(out=Out(io_manager_key="research_io_manager"))
@@ -240,8 +281,7 @@ def collect_summaries(
     by_call = {s.call_id: s for s in summaries}
     bundle = summaries_bundle(ctx, [by_call[c.call_id] for c in tool_outputs.calls])
     useful = len(bundle.working_memory)
-    injected = sum(s.injected_tokens for s in bundle.summaries)
-    raw = sum(c.raw_tokens for c in tool_outputs.calls)
+    figures = ctx.lineage.summary_reduction(ctx.partition_key, bundle.compressor_model, bundle.prompt_version)
     return Output(
         bundle,
         metadata={
@@ -251,9 +291,9 @@ def collect_summaries(
             "useful": useful,
             "not_useful": len(bundle.summaries) - useful,
             "fallbacks": sum(s.fallback for s in bundle.summaries),
-            "raw_tokens": raw,
-            "injected_tokens": injected,
-            "context_reduction_pct": MetadataValue.float(round(100 * (1 - injected / raw), 2) if raw else 0.0),
+            "raw_tokens": figures["raw_tokens"],
+            "injected_tokens": figures["injected_tokens"],
+            "context_reduction_pct": MetadataValue.float(figures["reduction_pct"] or 0.0),
             "working_memory": MetadataValue.json([s.injected.model_dump() for s in bundle.working_memory]),
         },
     )
@@ -265,8 +305,9 @@ def collect_summaries(
     kinds={"python"},
     description="Compressed summaries of every tool call (compression runs as a mapped op).",
 )
-def compressed_summaries(tool_outputs: ToolOutputs) -> SummaryBundle:
-    summaries = split_tool_calls(tool_outputs).map(compress_tool_output).collect()
+def compressed_summaries(research_plan: ResearchPlan, tool_outputs: ToolOutputs) -> SummaryBundle:
+    calls = split_tool_calls(tool_outputs)
+    summaries = calls.map(lambda call: compress_tool_output(research_plan, call)).collect()
     return collect_summaries(tool_outputs, summaries)
 
 
@@ -277,7 +318,14 @@ def compressed_summaries(tool_outputs: ToolOutputs) -> SummaryBundle:
     kinds={"python", "markdown"},
     retry_policy=MODEL_RETRY,
     ins={"research_plan": AssetIn(), "tool_outputs": AssetIn(), "compressed_summaries": AssetIn()},
-    check_specs=[AssetCheckSpec("citations_resolve", asset="research_report")],
+    check_specs=[
+        AssetCheckSpec(
+            "citations_resolve",
+            asset="research_report",
+            description="Every reference of the report is a source of the working memory and no citation marker "
+            "is left unresolved.",
+        )
+    ],
     description="The cited report (report.md + report.json) written from the working memory.",
 )
 def research_report(
@@ -291,8 +339,6 @@ def research_report(
     ctx = _context(context, research, duckdb)
     with _stage(ctx, "research_report"):
         report = report_stage(ctx, research_plan, compressed_summaries, tool_outputs)
-        # Recurring partitions (<slug>--YYYY-MM-DD) get "What changed since <previous date>".
-        report = add_what_changed(ctx, report, compressed_summaries)
     metadata = _reduction_metadata(ctx)
     if report.what_changed is not None:
         changed = report.what_changed
@@ -309,12 +355,14 @@ def research_report(
     metadata.update(
         {
             "report": MetadataValue.md(report.markdown),
-            "citations": len(report.citations),
-            "verified_citations": report.verified_citations,
-            "unverified_citations": report.unverified_citations,
+            # References are sources; citation markers are the [n] in the text (several per source).
+            "references": len(report.citations),
+            "citation_markers_verified": report.verified_citations,
+            "citation_markers_removed": report.unverified_citations,
             "sufficiency_scores": MetadataValue.json(report.sufficiency_scores),
             "complete": report.complete,
-            "budget": MetadataValue.json(ctx.budget.snapshot()),
+            "role_fallbacks": MetadataValue.json(report.fallbacks),
+            "budget": MetadataValue.md(_budget_markdown(ctx.budget.snapshot())),
             "reporter_model": report.reporter_model,
             "report_md": MetadataValue.path(str(ctx.store.partition_dir / "report.md")),
         }

@@ -18,15 +18,9 @@ def _summaries_match_lineage(
 ) -> AssetCheckResult:
     bundle = compressed_summaries
     lineage = lineage_store(duckdb)
-    key = [bundle.partition_key]
-    calls = {r["call_id"] for r in lineage.query("SELECT call_id FROM tool_calls WHERE partition_key = ?", key)}
+    calls = lineage.tool_call_ids(bundle.partition_key)
     in_bundle = [s.call_id for s in bundle.summaries]
-    recorded = {
-        (r["call_id"], r["compressor_model"], r["prompt_version"])
-        for r in lineage.query(
-            "SELECT call_id, compressor_model, prompt_version FROM summaries WHERE partition_key = ?", key
-        )
-    }
+    recorded = lineage.summary_versions(bundle.partition_key)
     expected = {(s.call_id, s.compressor_model, s.prompt_version) for s in bundle.summaries}
     store = ArtifactStore(research.settings(duckdb.database).artifacts_path, bundle.partition_key)
     versioned = bundle_version_file(bundle.compressor_model, bundle.prompt_version)

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputContext
+from dagster import ConfigurableIOManager, Failure, InputContext, MetadataValue, OutputContext
 from pydantic import BaseModel
 
 from ..core.models import ToolOutputs
-from ..core.pipeline import STAGE_FILES, ArtifactIntegrityError, load_stage, save_stage
-from ..core.store.artifacts import ArtifactStore, sha256_bytes
+from ..core.pipeline import STAGE_FILES, load_stage, save_stage
+from ..core.store.artifacts import ArtifactStore
 
 
 def verify_raw_files(store: ArtifactStore, outputs: ToolOutputs) -> None:
+    """Every raw file of the manifest exists and matches its sha256 (else ArtifactIntegrityError)."""
     for call in outputs.calls:
-        path = store.resolve_relpath(call.artifact_path)
-        if not path.is_file():
-            raise ArtifactIntegrityError(f"raw artifact missing: {call.artifact_path}")
-        if sha256_bytes(path.read_bytes()) != call.sha256:
-            raise ArtifactIntegrityError(f"raw artifact changed since it was recorded: {call.artifact_path}")
+        store.read_verified(call.artifact_path, call.sha256)
 
 
 class ResearchIOManager(ConfigurableIOManager):
@@ -41,6 +38,17 @@ class ResearchIOManager(ConfigurableIOManager):
         if stage not in STAGE_FILES:
             raise KeyError(f"ResearchIOManager does not store {stage}")
         store = self._store(context.asset_partition_key)
+        if not store.exists(STAGE_FILES[stage][0]):
+            # Only part of the research was selected and an upstream stage never ran: retrying
+            # cannot help, and a traceback would not say what to do.
+            raise Failure(
+                description=(
+                    f"{stage} of partition {context.asset_partition_key} has not been materialized "
+                    f"({STAGE_FILES[stage][0]} is missing): launch research_job for this partition, or select all "
+                    "four assets and Materialize"
+                ),
+                allow_retries=False,
+            )
         value = load_stage(store, stage)
         if isinstance(value, ToolOutputs):
             verify_raw_files(store, value)

@@ -1,10 +1,17 @@
-"""Jobs: the full research, the two replays, and submitting a question from the launchpad.
+"""Jobs: the full research, the two replays, and starting a question from the launchpad.
+
+``start_research_job`` is the UI's front door: its launchpad opens with a sample question and
+every per-research option (``core.config.RequestOptions``, empty = the configured default). The
+op validates the question (coordinator) and options, registers the question, adds its
+partition (slug + hash key) and tags its run with the key; the ``start_research_sensor`` then
+launches ``research_job`` (all four assets) for that partition.
 
 Replays re-materialize one stage of an existing partition from what is stored on disk; no
 tool runs again. Their launchpad is prefilled with the ``research`` resource keys a replay
-overrides (unset keys fall back to the environment, as in every run).
+overrides (empty = the environment's setting).
 """
 
+from pathlib import Path
 from typing import Any
 
 from dagster import (
@@ -18,12 +25,21 @@ from dagster import (
     job,
     op,
 )
-from pydantic import Field
+from dagster_duckdb import DuckDBResource
+from pydantic import Field, ValidationError
 
+from ..core.config import RequestOptions, load_settings
+from ..core.errors import InvalidQuestion
 from ..core.naming import partition_key_for
+from ..core.pipeline import register
 from ..core.requests import RequestError, RequestQueue
 from .assets import compressed_summaries, research_assets, research_report
-from .partitions import research_partitions
+from .partitions import ensure_partition, research_partitions
+from .resources import lineage_store
+
+SAMPLE_QUESTION = (
+    "What are the main challenges in commercializing solid-state batteries, and how are manufacturers addressing them?"
+)
 
 research_job = define_asset_job(
     "research_job",
@@ -41,7 +57,8 @@ recompress_job = define_asset_job(
         "(resources.research.config.compressor_model) or prompt file (compressor_prompt_file). Results are "
         "versioned by model + prompt version; no tool is called."
     ),
-    config={"resources": {"research": {"config": {"compressor_model": None, "compressor_prompt_file": None}}}},
+    # Empty strings, not None: the launchpad shows (and validates) these keys as they are.
+    config={"resources": {"research": {"config": {"compressor_model": "", "compressor_prompt_file": ""}}}},
     tags={"deepresearch/replay": "recompress"},
 )
 
@@ -53,7 +70,7 @@ rewrite_report_job = define_asset_job(
         "Replay: rewrite a partition's report from its stored compressed summaries, optionally with another "
         "reporter model (resources.research.config.reporter_model); no research tool is called."
     ),
-    config={"resources": {"research": {"config": {"reporter_model": None}}}},
+    config={"resources": {"research": {"config": {"reporter_model": ""}}}},
     tags={"deepresearch/replay": "rewrite_report"},
 )
 
@@ -68,7 +85,7 @@ class SubmitConfig(Config):
 def enqueue_research_request(context: OpExecutionContext, config: SubmitConfig) -> Output[str]:
     options: dict[str, Any] = {**config.options, "engine": config.engine}
     try:
-        path = RequestQueue.from_env().enqueue(config.question, options)
+        path = RequestQueue.for_settings(load_settings()).enqueue(config.question, options)
     except RequestError as exc:
         raise Failure(description=f"request rejected: {exc}") from exc
     key = partition_key_for(config.question.strip())
@@ -76,9 +93,104 @@ def enqueue_research_request(context: OpExecutionContext, config: SubmitConfig) 
     return Output(key, metadata={"partition_key": key, "request_file": MetadataValue.path(str(path))})
 
 
-@job(description="Submit a research question from the launchpad (queued for the research_requests_sensor).")
+@job(
+    description="Submit a research question from the launchpad (queued for the research_requests_sensor).",
+    config={
+        "ops": {"enqueue_research_request": {"config": {"question": SAMPLE_QUESTION, "engine": None, "options": {}}}}
+    },
+)
 def submit_research_job() -> None:
     enqueue_research_request()
 
 
-all_jobs = [research_job, recompress_job, rewrite_report_job, submit_research_job]
+# The start run's tag holding the partition it registered; start_research_sensor reads it.
+PARTITION_TAG = "deepresearch/partition"
+
+
+def _start_config_fields() -> dict[str, Any]:
+    """The question plus one field per request option (engine and corpus as plain strings)."""
+    namespace: dict[str, Any] = {
+        "__annotations__": {"question": str},
+        "__module__": __name__,
+        "question": Field(
+            default=SAMPLE_QUESTION,
+            description="the research question as you would ask it: any punctuation or language, up to 10,000 "
+            "characters",
+        ),
+    }
+    for name, info in RequestOptions.model_fields.items():
+        kind = info.annotation if name not in ("engine", "corpus_dir") else str | None
+        namespace["__annotations__"][name] = kind
+        namespace[name] = Field(default=None, description=f"{info.description} (empty = the configured default)")
+    return namespace
+
+
+StartResearchConfig = type("StartResearchConfig", (Config,), _start_config_fields())
+StartResearchConfig.__doc__ = "A research question and its per-research options (core.config.RequestOptions)."
+
+
+def start_options(config: Any) -> RequestOptions:
+    """The launchpad's options as RequestOptions ('' = unset); raises ValueError with the reason."""
+    values = {k: getattr(config, k) for k in RequestOptions.model_fields}
+    values = {k: (None if v == "" else v) for k, v in values.items()}
+    if values["corpus_dir"]:
+        corpus = Path(values["corpus_dir"]).expanduser().resolve()
+        if not corpus.is_dir():
+            raise ValueError(f"corpus folder not found: {corpus}")
+        values["corpus_dir"] = str(corpus)
+    try:
+        options = RequestOptions.model_validate(values)
+        load_settings().with_options(options)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'option'}: {e['msg']}" for e in exc.errors())
+        raise ValueError(problems) from exc
+    return options
+
+
+@op(
+    description="Validate the question and options, register the question, add its partition and tag this run "
+    "with the key; the start_research_sensor then launches research_job (all four assets) for it."
+)
+def start_research(context: OpExecutionContext, config: StartResearchConfig, duckdb: DuckDBResource) -> Output[str]:
+    try:
+        options = start_options(config)
+    except ValueError as exc:
+        raise Failure(description=f"invalid option: {exc}", allow_retries=False) from exc
+    try:
+        key = register(lineage_store(duckdb), config.question, options.set_values())
+    except InvalidQuestion as exc:
+        raise Failure(description=f"invalid question: {exc}", allow_retries=False) from exc
+    ensure_partition(context.instance, key)
+    context.instance.add_run_tags(context.run_id, {PARTITION_TAG: key})
+    context.log.info(
+        f"registered partition {key}; start_research_sensor launches research_job for it within seconds "
+        "(the daemon runs under `make dev`). Follow it under Runs; read the report on the research_report asset."
+    )
+    return Output(
+        key,
+        metadata={
+            "partition_key": key,
+            "question": config.question.strip(),
+            "options": MetadataValue.json(options.set_values()),
+            # Relative: opens in the same webserver, wherever it is served.
+            "report_in_the_ui": MetadataValue.url(f"/assets/research_report?view=events&partition={key}"),
+        },
+    )
+
+
+@job(
+    description="Start a research from the launchpad: type the question as you would ask it (spaces, punctuation, "
+    "any language) and set options if you like; research_job then materializes all four assets for its partition.",
+    # A plain dict keeps the None options, so the launchpad lists every one of them (null = default).
+    config={
+        "ops": {
+            "start_research": {"config": {"question": SAMPLE_QUESTION, **dict.fromkeys(RequestOptions.model_fields)}}
+        }
+    },
+    tags={"deepresearch/source": "ui"},
+)
+def start_research_job() -> None:
+    start_research()
+
+
+all_jobs = [research_job, recompress_job, rewrite_report_job, start_research_job, submit_research_job]

@@ -1,38 +1,47 @@
-"""Dagster resources: research settings and the DuckDB lineage database."""
+"""Dagster resources: research settings and the DuckDB lineage database.
+
+``ResearchConfig``'s per-research fields are generated from ``core.config.RequestOptions``, the
+one list of research knobs, so the launchpad, the CLI flags and request files cannot drift.
+Unset fields fall back to the configuration (environment, config file, defaults) read in the
+run process; API keys are never part of resource config.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from dagster import ConfigurableResource
+from dagster import ConfigurableResource, InitResourceContext
 from dagster_duckdb import DuckDBResource
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
-from ..core.config import ResearchSettings
+from ..core.config import RequestOptions, ResearchSettings, load_settings
+from ..core.errors import ConfigError
 from ..core.store.lineage import LineageStore
 
 
-class ResearchConfig(ConfigurableResource):
-    """Unset fields fall back to environment variables (``DEEPRESEARCH_*``, ``OPENAI_BASE_URL``)
-    read in the run process; API keys are never part of resource config."""
-
-    engine: str | None = Field(default=None, description="auto | offline | openai")
+class _ResearchConfigBase(ConfigurableResource):
     artifacts_dir: str | None = Field(default=None, description="artifact root folder")
-    corpus_dir: str | None = Field(default=None, description="local corpus folder")
-    max_steps: int | None = None
-    max_tool_calls_per_step: int | None = None
-    max_sources_per_step: int | None = None
-    depth: int | None = None
-    breadth: int | None = None
     # Replays (recompress_job / rewrite_report_job) try another model or prompt version.
     compressor_model: str | None = Field(default=None, description="compressor model for this run")
     reporter_model: str | None = Field(default=None, description="reporter model for this run")
     compressor_prompt_file: str | None = Field(
         default=None, description="replacement compressor prompt file (its content hash is the prompt version)"
     )
+    # Settings are read once per run (not once per op); keyed by the DuckDB path.
+    _settings: dict[str, ResearchSettings] = PrivateAttr(default_factory=dict)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._settings = {}
+
+    def options(self) -> RequestOptions:
+        return RequestOptions.model_validate({k: getattr(self, k) for k in RequestOptions.model_fields})
 
     def settings(self, duckdb_path: str) -> ResearchSettings:
-        return self._with_replay_overrides(self._base_settings(duckdb_path))
+        if duckdb_path not in self._settings:
+            base = load_settings({"artifacts_dir": self.artifacts_dir, "duckdb_path": duckdb_path})
+            self._settings[duckdb_path] = self._with_replay_overrides(base.with_options(self.options()))
+        return self._settings[duckdb_path]
 
     def _with_replay_overrides(self, settings: ResearchSettings) -> ResearchSettings:
         models = dict(settings.models)
@@ -43,22 +52,23 @@ class ResearchConfig(ConfigurableResource):
         if self.compressor_prompt_file:
             path = Path(self.compressor_prompt_file).resolve()
             if not path.is_file():
-                raise FileNotFoundError(f"compressor prompt file not found: {path}")
+                raise ConfigError(f"compressor prompt file not found: {path}")
             prompts["compressor"] = str(path)
         return settings.model_copy(update={"models": models, "prompt_files": prompts})
 
-    def _base_settings(self, duckdb_path: str) -> ResearchSettings:
-        return ResearchSettings.from_env(
-            engine=self.engine,
-            artifacts_dir=self.artifacts_dir,
-            corpus_dir=self.corpus_dir,
-            max_steps=self.max_steps,
-            max_tool_calls_per_step=self.max_tool_calls_per_step,
-            max_sources_per_step=self.max_sources_per_step,
-            depth=self.depth,
-            breadth=self.breadth,
-            duckdb_path=duckdb_path,
-        )
+
+def _option_fields() -> dict[str, Any]:
+    """One resource field per request option, typed for Dagster config (engine as a string)."""
+    namespace: dict[str, Any] = {"__annotations__": {}, "__module__": __name__}
+    for name, info in RequestOptions.model_fields.items():
+        kind = info.annotation if name not in ("engine", "corpus_dir") else str | None
+        namespace["__annotations__"][name] = kind
+        namespace[name] = Field(default=None, description=info.description)
+    return namespace
+
+
+ResearchConfig = type("ResearchConfig", (_ResearchConfigBase,), _option_fields())
+ResearchConfig.__doc__ = __doc__
 
 
 def lineage_store(duckdb: DuckDBResource) -> LineageStore:
@@ -67,10 +77,10 @@ def lineage_store(duckdb: DuckDBResource) -> LineageStore:
     return LineageStore(duckdb.get_connection, str(Path(duckdb.database).resolve()))
 
 
-def default_resources() -> dict[str, object]:
+def default_resources(settings: ResearchSettings | None = None) -> dict[str, object]:
     from .io_manager import ResearchIOManager
 
-    settings = ResearchSettings.from_env()
+    settings = settings or load_settings()
     return {
         "research": ResearchConfig(),
         "duckdb": DuckDBResource(database=str(settings.duckdb_file)),

@@ -19,10 +19,11 @@ from dagster import (
 )
 from dagster_duckdb import DuckDBResource
 
+from ..core.config import load_settings
 from ..core.naming import slugify
 from ..core.pipeline import register
 from ..core.requests import RecurringConfig, RecurringTopic, RequestError, load_recurring
-from .partitions import RESEARCH_PARTITIONS_NAME
+from .partitions import ensure_partition
 from .resources import lineage_store
 
 
@@ -45,8 +46,7 @@ def recurring_schedule(topic: RecurringTopic) -> ScheduleDefinition:
         register(lineage_store(duckdb), topic.question, topic.options, partition_key=key)
         # Schedules cannot return partition requests (sensors can): add the partition first so
         # the run request resolves against it.
-        if not context.instance.has_dynamic_partition(RESEARCH_PARTITIONS_NAME, key):
-            context.instance.add_dynamic_partitions(RESEARCH_PARTITIONS_NAME, [key])
+        ensure_partition(context.instance, key)
         # One run per topic and day, however often the tick is evaluated.
         return RunRequest(
             partition_key=key,
@@ -60,7 +60,7 @@ def recurring_schedule(topic: RecurringTopic) -> ScheduleDefinition:
 def recurring_schedules(config: RecurringConfig | None = None, path: Path | None = None) -> list[ScheduleDefinition]:
     """A broken recurring.yaml fails loudly (the code location shows the message) rather than
     silently dropping a schedule someone relies on."""
-    config = config if config is not None else load_recurring(path)
+    config = config if config is not None else load_recurring(path or load_settings().recurring_path)
     schedules = []
     for i, topic in enumerate(config.topics):
         try:

@@ -1,12 +1,21 @@
-"""The request queue as a sensor: each request file dropped in ``<requests>/inbox/`` (by hand,
-by ``deepresearch submit`` or by the ``submit_research_job``) becomes a registered question, a
-dynamic partition and a ``research_job`` run."""
+"""Sensors that start research runs.
+
+- ``research_requests_sensor``: each request file dropped in ``<requests>/inbox/`` (by hand, by
+  ``deepresearch submit`` or by the ``submit_research_job``) becomes a registered question, a
+  dynamic partition and a ``research_job`` run.
+- ``start_research_sensor``: each successful ``start_research_job`` run (the launchpad's front
+  door, which already registered the question and added the partition) becomes one
+  ``research_job`` run of that partition.
+"""
 
 import json
+from datetime import datetime, timezone
 
 from dagster import (
+    DagsterRunStatus,
     DefaultSensorStatus,
     RunRequest,
+    RunsFilter,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
@@ -14,6 +23,7 @@ from dagster import (
 )
 from dagster_duckdb import DuckDBResource
 
+from ..core.config import load_settings
 from ..core.pipeline import register
 from ..core.requests import RequestError, RequestQueue, parse_request_file
 from ..core.store.artifacts import sha256_bytes
@@ -34,7 +44,7 @@ CURSOR_MEMORY = 1000
     description="Turns request files in the queue's inbox/ into research partitions and runs.",
 )
 def research_requests_sensor(context: SensorEvaluationContext, duckdb: DuckDBResource) -> SensorResult | SkipReason:
-    queue = RequestQueue.from_env()
+    queue = RequestQueue.for_settings(load_settings())
     pending = queue.pending(MAX_FILES_PER_TICK)
     if not pending:
         return SkipReason(f"no request files in {queue.inbox}")
@@ -84,3 +94,44 @@ def research_requests_sensor(context: SensorEvaluationContext, duckdb: DuckDBRes
         run_requests=list(run_requests.values()),
         dynamic_partitions_requests=[research_partitions.build_add_request(new_keys)] if new_keys else [],
     )
+
+
+START_JOB = "start_research_job"
+START_PARTITION_TAG = "deepresearch/partition"  # set by the start_research op (defs/jobs.py)
+
+
+@sensor(
+    name="start_research_sensor",
+    job_name="research_job",
+    minimum_interval_seconds=5,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Launches research_job (all four assets) for the partition each successful start_research_job "
+    "run registered.",
+)
+def start_research_sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
+    # Cursor: the update time of the newest start run handled; run keys make a re-seen run harmless.
+    since = datetime.fromtimestamp(float(context.cursor), tz=timezone.utc) if context.cursor else None
+    records = context.instance.get_run_records(
+        filters=RunsFilter(job_name=START_JOB, statuses=[DagsterRunStatus.SUCCESS], updated_after=since),
+        limit=50,
+        ascending=True,
+    )
+    requests = []
+    newest = float(context.cursor or 0)
+    for record in records:
+        updated = record.update_timestamp
+        newest = max(newest, (updated if updated.tzinfo else updated.replace(tzinfo=timezone.utc)).timestamp())
+        key = record.dagster_run.tags.get(START_PARTITION_TAG)
+        if not key:
+            continue
+        requests.append(
+            RunRequest(
+                partition_key=key,
+                run_key=f"start:{record.dagster_run.run_id}",
+                tags={"deepresearch/source": "ui", "deepresearch/started_by": record.dagster_run.run_id},
+            )
+        )
+    if not requests:
+        return SkipReason("no new successful start_research_job run")
+    context.log.info(f"launching research_job for {', '.join(r.partition_key or '' for r in requests)}")
+    return SensorResult(run_requests=requests, cursor=str(newest))

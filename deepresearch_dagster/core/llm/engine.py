@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..errors import EngineError
+
+__all__ = ["ROLES", "Attempt", "Completion", "Engine", "EngineError", "ToolCallRequest"]
+
 ROLES = ("planner", "researcher", "compressor", "critic", "reporter")
 
 
@@ -12,20 +16,13 @@ ROLES = ("planner", "researcher", "compressor", "critic", "reporter")
 class Attempt:
     """A failed try before (or instead of) a completion; each becomes a DuckDB row."""
 
-    status: str  # retry | shrink | format_fallback | error
+    # retry | shrink | format_fallback | truncated | error. ``format_fallback`` records a
+    # capability answer (the server rejected response_format / tools / the system role); its
+    # ``error`` quotes the server's own message.
+    status: str
     error: str
     latency_ms: float = 0.0
     wait_s: float = 0.0
-
-
-class EngineError(Exception):
-    """The model could not be reached or refused; recorded, then surfaced without a traceback."""
-
-    def __init__(self, message: str, attempts: list[Attempt] | None = None, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.attempts = attempts or []
-        # True when a later run may succeed (server down, rate limited); False for bad credentials.
-        self.retryable = retryable
 
 
 @dataclass(frozen=True)
@@ -43,6 +40,13 @@ class Completion:
     latency_ms: float
     tool_calls: list[ToolCallRequest] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
+    # finish_reason == "length": the answer was cut at max_tokens. Callers must not quote a
+    # truncated answer back (a repair round should ask for a shorter answer instead).
+    truncated: bool = False
+    finish_reason: str | None = None
+    # True when the engine answered without asking the server (e.g. a tools-only call to a
+    # server known to reject ``tools``): empty text, no tool calls, zero tokens.
+    skipped: bool = False
 
 
 class Engine(Protocol):

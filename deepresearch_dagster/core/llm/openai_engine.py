@@ -1,21 +1,69 @@
 """OpenAI-compatible Chat Completions engine (OpenAI, Ollama, vLLM, llama.cpp, LM Studio...).
 
-The SDK's own retries are off: this engine retries 429/5xx/connection errors/timeouts with
-exponential backoff and full jitter (honouring ``Retry-After``), never retries auth errors,
-shrinks the input on a context overflow, and reports every failed try as an ``Attempt``.
+**Capability negotiation.** What a server accepts is learned from its answers, not assumed.
+Any 4xx *or* 5xx whose message names ``response_format``, ``json_schema``, ``json_object``,
+``tools`` or ``tool_choice`` is a capability answer, never a transient error (llama-cpp-python
+answers HTTP 500 ``Input should be 'text' or 'json_object'`` to a JSON-schema request):
+
+- structured output steps down ``json_schema`` → ``json_object_schema`` (llama.cpp's
+  ``{"type": "json_object", "schema": {...}}``, still grammar-constrained) → ``json_object`` →
+  ``none`` (plain text; the prompt asks for JSON and the answer is validated anyway);
+- a rejected ``tools`` field marks the model tool-less: that call and every later tools-only call
+  (the researcher's optional calls, the reporter's artifact lookups) is answered locally with an
+  empty ``Completion(skipped=True)``, so the caller simply moves on;
+- an error naming "system" or "roles must alternate" while a system message is present folds
+  the system prompt into the first user turn (system prompt, a ``---`` line, the user turn).
+
+What was learned is kept per (base URL, model) for the rest of the process (module registry
+shared by every engine instance), exposed as :attr:`OpenAIEngine.capabilities`, and each step
+down is an ``Attempt(status="format_fallback")`` quoting the server's own message, i.e. one
+``llm_calls`` row in DuckDB. So a capability is probed at most once per process and model.
+
+**Messages every chat template accepts.** Strict templates (Gemma, Mistral, Llama on llama.cpp
+``--jinja`` / vLLM) require: optional system first, then user/assistant alternating, starting
+and ending with user. The roles keep building conversations the seed's way (seed 000 §6: one
+assistant message per useful tool result, stored verbatim in ``conversations/`` and
+``context_messages``); only the *wire* copy is normalized by :func:`normalize_messages`:
+
+- every system message is merged into one, sent first (or folded into the first user turn);
+- consecutive user messages are merged into one, separated by a blank line;
+- an assistant message following an assistant (the next injected summary) gets a short user
+  turn ``(next result)`` in between, so each summary stays its own assistant message, verbatim;
+- a conversation that ends on an assistant message gets a final user turn ``Continue.``;
+- assistant messages carrying ``tool_calls`` and the ``tool`` messages answering them are sent
+  as they are (a server that accepts ``tools`` has a template for them).
+
+**Errors.** 429, 5xx that are not capability/template/validation answers, connection errors,
+timeouts and unparseable bodies are retried with exponential backoff and full jitter (honouring
+``Retry-After``). Everything deterministic (auth 401/403, other 4xx, template and validation
+errors, a capability ladder that ran out) raises ``EngineError(retryable=False)`` at once, so
+neither this engine nor Dagster's ``RetryPolicy`` repeats it.
+
+**Context, truncation, timeouts.** A context overflow halves the longest message; the shrink is
+remembered (by the message's original content) and applied to every later request carrying that
+message, so a repair round or the next report section does not re-send the un-shrunk prompt.
+``finish_reason == "length"`` on a structured call is retried once with twice the
+``max_tokens``; if it is still cut, the ``Completion`` says ``truncated=True``. The client timeout
+is ``base + max_tokens / tokens_per_s`` (capped); after a timeout the next attempt waits twice as
+long, because most local servers keep generating the abandoned answer and queue the retry
+behind it.
 """
 
 from __future__ import annotations
 
 import email.utils
+import hashlib
 import json
 import random
+import threading
 import time
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import openai
 
+from ..errors import CredentialsError
 from ..text import estimate_tokens
 from .engine import Attempt, Completion, EngineError, ToolCallRequest
 
@@ -25,7 +73,37 @@ RETRYABLE = (
     openai.APIConnectionError,
     openai.APIResponseValidationError,
 )
-_OVERFLOW_MARKERS = ("context_length_exceeded", "maximum context length", "context window", "too many tokens")
+_OVERFLOW_MARKERS = (
+    "context_length_exceeded",
+    "maximum context length",
+    "context window",
+    "context size",
+    "too many tokens",
+    "exceed context",
+    "exceeds the context",
+)
+_CAPABILITY_MARKERS = ("response_format", "json_schema", "json_object", "tools", "tool_choice")
+# vLLM without --enable-auto-tool-choice: '"auto" tool choice requires --enable-auto-tool-choice'.
+_TOOL_MARKERS = ("tools", "tool_choice", "tool choice", "tool_calls", "tool call", "tool-call", "function calling")
+_TEMPLATE_MARKERS = (
+    "roles must alternate",
+    "conversation roles",
+    "chat template",
+    "chat_template",
+    "jinja",
+    "template",
+    "system role",
+    "system message",
+)
+# A template error naming these, while a system message is present, means "no system role".
+_FOLD_MARKERS = ("system", "roles must alternate", "alternate user/assistant")
+_VALIDATION_MARKERS = ("validation error", "input should be", "invalid request", "unprocessable")
+FORMAT_LADDER = ("json_schema", "json_object_schema", "json_object", "none")
+BETWEEN_RESULTS = "(next result)"
+CONTINUE = "Continue."
+FOLD_SEPARATOR = "\n\n---\n\n"  # between a folded system prompt and the first user turn
+DEFAULT_TOKENS_PER_S = 20.0
+MAX_EXTRA_TIMEOUT_S = 600.0
 
 
 @dataclass
@@ -37,6 +115,26 @@ class RetryPolicy:
 
     def backoff(self, attempt: int) -> float:
         return self.rng.uniform(0, min(self.max_s, self.base_s * 2 ** (attempt - 1)))
+
+
+@dataclass
+class Capabilities:
+    """What one server accepts for one model, learned from its answers."""
+
+    response_format: str = "json_schema"  # a rung of FORMAT_LADDER
+    tools: bool = True
+    system_role: bool = True
+    learned: list[str] = field(default_factory=list)  # "what: server message", in order
+
+
+_REGISTRY: dict[tuple[str, str, str], Capabilities] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def capabilities_for(base_url: str, model: str, start_format: str) -> Capabilities:
+    """The process-wide record for one server and model (created at the configured format)."""
+    with _REGISTRY_LOCK:
+        return _REGISTRY.setdefault((base_url, model, start_format), Capabilities(response_format=start_format))
 
 
 def retry_after_seconds(exc: Exception, cap: float) -> float | None:
@@ -59,17 +157,84 @@ def retry_after_seconds(exc: Exception, cap: float) -> float | None:
         return min(cap, max(0.0, parsed.timestamp() - time.time())) if parsed else None
 
 
-def is_context_overflow(exc: openai.BadRequestError) -> bool:
-    text = f"{getattr(exc, 'code', '')} {exc}".lower()
-    return any(marker in text for marker in _OVERFLOW_MARKERS)
+def server_message(exc: Exception) -> str:
+    """The server's own words: ``error.message`` of an OpenAI-style body, else the whole text."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        if isinstance(body.get("detail"), list | str):
+            return json.dumps(body["detail"])[:500]
+    return str(getattr(exc, "message", None) or exc)
+
+
+def _names(exc: Exception, markers: tuple[str, ...]) -> bool:
+    text = f"{getattr(exc, 'code', '') or ''} {server_message(exc)} {exc}".lower()
+    return any(marker in text for marker in markers)
+
+
+def is_context_overflow(exc: Exception) -> bool:
+    return _names(exc, _OVERFLOW_MARKERS)
 
 
 def shrink_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Halve the longest message (keeping its head): raw data is on disk, prompts can lose it."""
-    longest = max(range(len(messages)), key=lambda i: len(messages[i].get("content") or ""))
-    content = messages[longest].get("content") or ""
-    cut = content[: len(content) // 2] + "\n[... truncated to fit the model's context window]"
-    return [*messages[:longest], {**messages[longest], "content": cut}, *messages[longest + 1 :]]
+    longest = _longest(messages)
+    return [*messages[:longest], _halved(messages[longest]), *messages[longest + 1 :]]
+
+
+def _longest(messages: list[dict[str, Any]]) -> int:
+    return max(range(len(messages)), key=lambda i: len(_text(messages[i].get("content"))))
+
+
+def _halved(message: dict[str, Any]) -> dict[str, Any]:
+    content = _text(message.get("content"))
+    return {**message, "content": content[: len(content) // 2] + "\n[... truncated to fit the model's context window]"}
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+
+def _plain(message: dict[str, Any], role: str) -> bool:
+    return message.get("role") == role and not message.get("tool_calls")
+
+
+def normalize_messages(messages: list[dict[str, Any]], fold_system: bool = False) -> list[dict[str, Any]]:
+    """The wire copy of a conversation that strict chat templates accept (see the module doc)."""
+    system = "\n\n".join(_text(m.get("content")) for m in messages if m.get("role") == "system")
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "system":
+            continue
+        if not out and role != "user":
+            out.append({"role": "user", "content": CONTINUE})
+        previous = out[-1] if out else None
+        if previous is not None and _plain(previous, "user") and _plain(message, "user"):
+            out[-1] = {**previous, "content": f"{_text(previous['content'])}\n\n{_text(message.get('content'))}"}
+            continue
+        if previous is not None and _plain(previous, "assistant") and _plain(message, "assistant"):
+            out.append({"role": "user", "content": BETWEEN_RESULTS})
+        out.append(dict(message))
+    if not out or _plain(out[-1], "assistant"):
+        out.append({"role": "user", "content": CONTINUE})
+    if system:
+        if fold_system:
+            if out and _plain(out[0], "user"):
+                out[0] = {**out[0], "content": f"{system}{FOLD_SEPARATOR}{_text(out[0]['content'])}"}
+            else:
+                out.insert(0, {"role": "user", "content": system})
+        else:
+            out.insert(0, {"role": "system", "content": system})
+    return out
+
+
+def _key(content: Any) -> str:
+    return hashlib.sha1(_text(content).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class OpenAIEngine:
@@ -84,28 +249,75 @@ class OpenAIEngine:
         temperature: float | dict[str, float] = 0.0,
         max_tokens: dict[str, int] | None = None,
         retry: RetryPolicy | None = None,
-        response_format: Literal["json_schema", "json_object", "none"] = "json_schema",
+        response_format: Literal["json_schema", "json_object_schema", "json_object", "none"] = "json_schema",
+        tokens_per_s: float | None = None,
     ) -> None:
         self.models = models
         # Local servers accept any key; the SDK insists on one being set.
         self.client = openai.OpenAI(
             base_url=base_url or None, api_key=api_key or "not-needed", timeout=timeout, max_retries=0
         )
+        self.base_url = str(self.client.base_url)
+        self.timeout = timeout
+        self.tokens_per_s = DEFAULT_TOKENS_PER_S if tokens_per_s is None else tokens_per_s
         self.temperature = temperature if isinstance(temperature, dict) else dict.fromkeys(models, temperature)
         self.max_tokens = max_tokens or {}
         self.retry = retry or RetryPolicy()
-        self.response_format = response_format
+        self.response_format = response_format if response_format in FORMAT_LADDER else "json_schema"
+        self._shrunk: OrderedDict[str, str] = OrderedDict()  # original content hash → shrunk content
+        self._lock = threading.Lock()
 
     def model_for(self, role: str) -> str:
         return self.models[role]
 
-    def _format(self, json_schema: dict[str, Any] | None) -> dict[str, Any] | None:
-        if json_schema is None or self.response_format == "none":
+    def caps(self, model: str) -> Capabilities:
+        return capabilities_for(self.base_url, model, self.response_format)
+
+    @property
+    def capabilities(self) -> dict[str, dict[str, Any]]:
+        """What each configured model's server accepts, as learned so far (for the audit)."""
+        return {model: asdict(self.caps(model)) for model in dict.fromkeys(self.models.values())}
+
+    def timeout_for(self, max_tokens: int | None) -> float:
+        """Base timeout plus the time ``max_tokens`` take at ``tokens_per_s`` (capped)."""
+        if not max_tokens or self.tokens_per_s <= 0:
+            return self.timeout
+        return self.timeout + min(MAX_EXTRA_TIMEOUT_S, max_tokens / self.tokens_per_s)
+
+    @staticmethod
+    def _format(rung: str, json_schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if json_schema is None or rung == "none":
             return None
-        if self.response_format == "json_schema":
+        if rung == "json_schema":
             name = str(json_schema.get("title") or "answer")[:64]
             return {"type": "json_schema", "json_schema": {"name": name, "schema": json_schema, "strict": False}}
+        if rung == "json_object_schema":
+            return {"type": "json_object", "schema": json_schema}
         return {"type": "json_object"}
+
+    # --- shrinks carried across requests -------------------------------------------------
+    def _apply_shrinks(self, messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+        keys = [_key(m.get("content")) for m in messages]
+        with self._lock:
+            out = [
+                {**m, "content": self._shrunk[k]} if k in self._shrunk else m
+                for m, k in zip(messages, keys, strict=True)
+            ]
+        return out, keys
+
+    def _remember_shrink(self, original_key: str, content: str) -> None:
+        with self._lock:
+            self._shrunk[original_key] = content
+            self._shrunk.move_to_end(original_key)
+            while len(self._shrunk) > 256:
+                self._shrunk.popitem(last=False)
+
+    def _learn(self, model: str, attempts: list[Attempt], started: float, what: str, exc: Exception) -> None:
+        message = f"{what}: {type(exc).__name__} {getattr(exc, 'status_code', '')}: {server_message(exc)[:300]}"
+        caps = self.caps(model)
+        with _REGISTRY_LOCK:
+            caps.learned.append(message)
+        attempts.append(Attempt("format_fallback", message, _ms(started)))
 
     def complete(
         self,
@@ -115,65 +327,122 @@ class OpenAIEngine:
         json_schema: dict[str, Any] | None = None,
         tools: list[dict[str, Any]] | None = None,
     ) -> Completion:
+        model = self.model_for(role)
+        caps = self.caps(model)
         attempts: list[Attempt] = []
-        shrinks = 0
-        n = 0
+        if tools and not caps.tools and json_schema is None:
+            return _skipped(model, attempts)
+        messages, origins = self._apply_shrinks(messages)
+        max_tokens = self.max_tokens.get(role)
+        timeout = self.timeout_for(max_tokens)
+        used_prompt = used_completion = 0
+        shrinks = n = 0
+        widened = False
         while True:
             n += 1
+            send_tools = tools if tools and caps.tools else None
+            rung = caps.response_format
             kwargs: dict[str, Any] = {
-                "model": self.model_for(role),
-                "messages": messages,
+                "model": model,
+                "messages": normalize_messages(messages, fold_system=not caps.system_role),
                 "temperature": self.temperature.get(role, 0.0),
             }
-            if role in self.max_tokens:
-                kwargs["max_tokens"] = self.max_tokens[role]
-            if tools:
-                kwargs["tools"] = tools
-            elif (fmt := self._format(json_schema)) is not None:
+            if max_tokens:
+                kwargs["max_tokens"] = max_tokens
+            if send_tools:
+                kwargs["tools"] = send_tools
+            elif (fmt := self._format(rung, json_schema)) is not None:
                 kwargs["response_format"] = fmt
             started = time.perf_counter()
             try:
-                response = self.client.chat.completions.create(**kwargs)
+                response = self.client.chat.completions.create(**kwargs, timeout=timeout)
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
                 attempts.append(Attempt("error", f"{type(exc).__name__}: {exc.status_code}", _ms(started)))
-                raise EngineError(
+                raise CredentialsError(
                     "the model server rejected the credentials: set OPENAI_API_KEY (or use --engine offline)", attempts
                 ) from exc
-            except openai.BadRequestError as exc:
+            except openai.APIStatusError as exc:
+                status = exc.status_code
                 if is_context_overflow(exc) and shrinks < 3:
                     shrinks += 1
                     attempts.append(Attempt("shrink", "context overflow: input halved", _ms(started)))
-                    messages = shrink_messages(messages)
+                    i = _longest(messages)
+                    messages = [*messages[:i], _halved(messages[i]), *messages[i + 1 :]]
+                    self._remember_shrink(origins[i], _text(messages[i]["content"]))
                     continue
-                if "response_format" in str(exc) and self.response_format == "json_schema":
-                    # Older or smaller servers lack JSON-schema output; JSON mode is the next best.
-                    self.response_format = "json_object"
-                    attempts.append(Attempt("format_fallback", "json_schema unsupported; using json_object"))
+                if send_tools and _names(exc, _TOOL_MARKERS):
+                    with _REGISTRY_LOCK:
+                        caps.tools = False
+                    self._learn(model, attempts, started, "tools unsupported; tools-only calls skipped", exc)
+                    if json_schema is None:
+                        return _skipped(model, attempts)
                     continue
-                attempts.append(Attempt("error", _describe(exc), _ms(started)))
-                raise EngineError(f"{role} model call rejected: {_describe(exc)}", attempts) from exc
-            except (*RETRYABLE, json.JSONDecodeError) as exc:
-                wait = retry_after_seconds(exc, self.retry.max_s)
-                wait = self.retry.backoff(n) if wait is None else wait
-                if n >= self.retry.max_attempts:
+                if "response_format" in kwargs and _names(exc, _CAPABILITY_MARKERS):
+                    next_rung = FORMAT_LADDER[FORMAT_LADDER.index(rung) + 1]
+                    with _REGISTRY_LOCK:
+                        # Another thread may have stepped down already: never step back up.
+                        if FORMAT_LADDER.index(caps.response_format) < FORMAT_LADDER.index(next_rung):
+                            caps.response_format = next_rung
+                    self._learn(model, attempts, started, f"response_format {rung} unsupported; using {next_rung}", exc)
+                    continue
+                if caps.system_role and any(m.get("role") == "system" for m in messages) and _names(exc, _FOLD_MARKERS):
+                    with _REGISTRY_LOCK:
+                        caps.system_role = False
+                    self._learn(model, attempts, started, "system role rejected; folded into the first user turn", exc)
+                    continue
+                transient = (status >= 500 or status in (408, 409, 429)) and not _names(
+                    exc, _TEMPLATE_MARKERS + _VALIDATION_MARKERS + _CAPABILITY_MARKERS
+                )
+                if not transient:
                     attempts.append(Attempt("error", _describe(exc), _ms(started)))
-                    raise EngineError(
-                        f"{role} model call failed after {n} attempts: {_describe(exc)}", attempts, retryable=True
-                    ) from exc
-                attempts.append(Attempt("retry", _describe(exc), _ms(started), round(wait, 3)))
-                time.sleep(wait)
-                continue
+                    raise EngineError(_rejected(role, exc), attempts, retryable=False) from exc
+                self._retry_or_raise(role, exc, n, started, attempts)
+            except (openai.APIConnectionError, openai.APIResponseValidationError, json.JSONDecodeError) as exc:
+                self._retry_or_raise(role, exc, n, started, attempts)
+                if isinstance(exc, openai.APITimeoutError):
+                    # The server most likely still generates the abandoned answer; the retry
+                    # queues behind it, so it gets twice the time.
+                    timeout *= 2
             except openai.OpenAIError as exc:
                 attempts.append(Attempt("error", _describe(exc), _ms(started)))
                 raise EngineError(f"{role} model call failed: {_describe(exc)}", attempts) from exc
-            return self._completion(response, kwargs["model"], messages, started, attempts)
+            else:
+                completion = self._completion(response, model, kwargs["messages"], started, attempts)
+                used_prompt += completion.prompt_tokens
+                used_completion += completion.completion_tokens
+                if completion.truncated and json_schema is not None and max_tokens and not widened:
+                    widened = True
+                    attempts.append(
+                        Attempt(
+                            "truncated",
+                            f"finish_reason=length at max_tokens={max_tokens}; retrying once with {max_tokens * 2}",
+                            completion.latency_ms,
+                        )
+                    )
+                    max_tokens *= 2
+                    timeout = max(timeout, self.timeout_for(max_tokens))
+                    continue
+                completion.prompt_tokens, completion.completion_tokens = used_prompt, used_completion
+                return completion
+
+    def _retry_or_raise(self, role: str, exc: Exception, n: int, started: float, attempts: list[Attempt]) -> None:
+        wait = retry_after_seconds(exc, self.retry.max_s)
+        wait = self.retry.backoff(n) if wait is None else wait
+        if n >= self.retry.max_attempts:
+            attempts.append(Attempt("error", _describe(exc), _ms(started)))
+            raise EngineError(
+                f"{role} model call failed after {n} attempts: {_describe(exc)}", attempts, retryable=True
+            ) from exc
+        attempts.append(Attempt("retry", _describe(exc), _ms(started), round(wait, 3)))
+        time.sleep(wait)
 
     def _completion(
         self, response: Any, model: str, messages: list[dict[str, Any]], started: float, attempts: list[Attempt]
     ) -> Completion:
         if not getattr(response, "choices", None):
             raise EngineError("the model returned no choices", attempts)
-        message = response.choices[0].message
+        choice = response.choices[0]
+        message = choice.message
         text = message.content or ""
         calls = []
         for tc in message.tool_calls or []:
@@ -183,7 +452,8 @@ class OpenAIEngine:
                 args = {"_invalid_json": tc.function.arguments}
             calls.append(ToolCallRequest(tc.function.name, args if isinstance(args, dict) else {}))
         usage = response.usage
-        prompt_text = "\n".join(str(m.get("content") or "") for m in messages)
+        prompt_text = "\n".join(_text(m.get("content")) for m in messages)
+        finish = getattr(choice, "finish_reason", None)
         return Completion(
             text=text,
             model=response.model or model,
@@ -192,7 +462,28 @@ class OpenAIEngine:
             latency_ms=_ms(started),
             tool_calls=calls,
             attempts=attempts,
+            truncated=finish == "length",
+            finish_reason=finish,
         )
+
+
+def _skipped(model: str, attempts: list[Attempt]) -> Completion:
+    return Completion(
+        text="", model=model, prompt_tokens=0, completion_tokens=0, latency_ms=0.0, attempts=attempts, skipped=True
+    )
+
+
+def _rejected(role: str, exc: openai.APIStatusError) -> str:
+    """One line: the role, the server's own message, and what to try."""
+    message = " ".join(server_message(exc).split())[:300]
+    hint = ""
+    if _names(exc, _TEMPLATE_MARKERS):
+        hint = " (the server's chat template rejected the conversation; try another chat template or model)"
+    elif _names(exc, _CAPABILITY_MARKERS):
+        hint = " (try DEEPRESEARCH_RESPONSE_FORMAT=none)"
+    elif exc.status_code == 404:
+        hint = f" (check DEEPRESEARCH_MODEL_{role.upper()} and OPENAI_BASE_URL)"
+    return f"{role} model call rejected by the server (HTTP {exc.status_code}): {message}{hint}"
 
 
 def _ms(started: float) -> float:

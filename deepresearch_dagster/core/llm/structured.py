@@ -1,4 +1,12 @@
-"""Ask a role for JSON, validate it with pydantic, repair once quoting the error."""
+"""Ask a role for JSON, normalize and validate it against the role's contract, repair once
+quoting the error; store every invalid answer; a per-role circuit breaker (seed 003 §11.3).
+
+Fallback bookkeeping lives here too: each use of a role's fallback is one ``llm_calls`` row with
+status ``fallback`` whose ``error`` starts with the kind of failure (``invalid``, ``error``,
+``transient``, ``budget``, ``circuit open``). After ``BREAKER_THRESHOLD`` consecutive invalid
+answers or deterministic errors of one role in a run (each a call that ended in the fallback),
+the breaker opens: the rest of the run uses that role's fallback without calling the model.
+"""
 
 from __future__ import annotations
 
@@ -9,20 +17,18 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ..context import ResearchContext
+from ..errors import BudgetExceeded, CredentialsError, ModelError, StructuredOutputError
+from ..heuristics import OFFLINE_MODEL as FALLBACK_MODEL
+from .contracts import Contract, contract_for
 from .engine import Attempt, Completion, EngineError
 from .prompts import render
 
 T = TypeVar("T", bound=BaseModel)
+BREAKER_THRESHOLD = 2
+# Fallback kinds that count towards opening the breaker (transient outages and budget do not).
+BREAKER_KINDS = ("invalid", "error", "circuit open")
+INVALID_DIR = "invalid_answers"
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
-
-
-class StructuredOutputError(Exception):
-    """The model's answer stayed invalid after the repair round."""
-
-    def __init__(self, role: str, error: str) -> None:
-        super().__init__(f"{role} returned invalid output twice: {error}")
-        self.role = role
-        self.error = error
 
 
 def parse_json_object(text: str) -> Any:
@@ -102,6 +108,8 @@ def complete_recorded(
     """One engine call with every failed try (retries, shrinks, the final error) in DuckDB.
     The caller records the successful completion with its verdict (ok / invalid)."""
     model = ctx.engine.model_for(role)
+    if ctx.engine.name != "offline" and breaker_open(ctx, role):
+        raise CircuitOpenError(role)
     # Reserve the worst case first: raises BudgetExceeded before any money is spent.
     reservation = ctx.budget.reserve_llm(model, messages, ctx.settings.max_tokens.get(role, 4000))
     try:
@@ -120,20 +128,24 @@ def call_structured(
     role: str,
     messages: list[dict[str, Any]],
     payload: dict[str, Any],
-    model_cls: type[T],
+    contract: Contract[T] | type[T],
     artifact: str | None = None,
 ) -> T:
-    schema = model_cls.model_json_schema()
+    """The role's answer, normalized and validated against its contract (``core/llm/contracts``);
+    one repair round quoting the error, then :class:`StructuredOutputError`. Every invalid answer
+    is stored under ``invalid_answers/`` and linked from its ``llm_calls`` row."""
+    contract = contract_for(contract)
     last_error = ""
     for round_ in (1, 2):
         completion = complete_recorded(
-            ctx, role, messages, payload, json_schema=schema, artifact=artifact, round_=round_
+            ctx, role, messages, payload, json_schema=contract.schema, artifact=artifact, round_=round_
         )
         try:
-            result = model_cls.model_validate(parse_json_object(completion.text))
+            result = contract.parse(parse_json_object(completion.text))
         except (json.JSONDecodeError, ValidationError) as exc:
             last_error = _error_text(exc)
-            record_completion(ctx, role, completion, round_, "invalid", artifact, last_error)
+            stored = store_invalid_answer(ctx, role, completion.text)
+            record_completion(ctx, role, completion, round_, "invalid", stored, last_error)
             messages = [
                 *messages,
                 {"role": "assistant", "content": completion.text},
@@ -144,3 +156,87 @@ def call_structured(
         record_completion(ctx, role, completion, round_, "ok", artifact)
         return result
     raise StructuredOutputError(role, last_error)
+
+
+def store_invalid_answer(ctx: ResearchContext, role: str, text: str) -> str:
+    """Keep an invalid answer verbatim (atomic write): ``invalid_answers/<role>_<n>.txt``,
+    relative to the partition folder; the path goes into the answer's ``llm_calls`` row."""
+    folder = ctx.store.partition_dir / INVALID_DIR
+    taken = {p.name for p in folder.glob(f"{role}_*.txt")} if folder.is_dir() else set()
+    n = len(taken) + 1
+    while f"{role}_{n}.txt" in taken:
+        n += 1
+    name = f"{INVALID_DIR}/{role}_{n}.txt"
+    ctx.store.write_text(name, text)
+    return name
+
+
+# -- fallbacks and the circuit breaker ------------------------------------------------------
+
+
+class CircuitOpenError(ModelError):
+    """The role's breaker is open: its fallback is used without calling the model."""
+
+    def __init__(self, role: str) -> None:
+        super().__init__(
+            f"{role}: {BREAKER_THRESHOLD} consecutive invalid answers or errors; "
+            "the rest of this research uses its fallback"
+        )
+        self.role = role
+
+
+def fallback_kind(exc: BaseException) -> str:
+    if isinstance(exc, CircuitOpenError):
+        return "circuit open"
+    if isinstance(exc, StructuredOutputError):
+        return "invalid"
+    if isinstance(exc, BudgetExceeded):
+        return "budget"
+    if getattr(exc, "retryable", False):
+        return "transient"
+    return "error"
+
+
+def record_fallback(
+    ctx: ResearchContext,
+    role: str,
+    artifact: str | None,
+    exc: BaseException,
+    prompt_tokens: int = 0,
+    completion_tokens: int = 0,
+) -> None:
+    """One ``llm_calls`` row (status ``fallback``) per use of a role's fallback; its error
+    column says why (the kind first), which the breaker and the report read. Called in the
+    role's ``except MODEL_FAILURES`` branch: a failure no fallback may absorb (rejected
+    credentials: every later call would fail alike) is re-raised here instead."""
+    if isinstance(exc, CredentialsError):
+        raise exc
+    ctx.lineage.record_llm_call(
+        ctx.partition_key,
+        ctx.run_id,
+        role,
+        FALLBACK_MODEL,
+        3,
+        "fallback",
+        prompt_tokens,
+        completion_tokens,
+        0.0,
+        artifact,
+        f"{fallback_kind(exc)}: {exc}",
+    )
+
+
+def breaker_open(ctx: ResearchContext, role: str, threshold: int = BREAKER_THRESHOLD) -> bool:
+    """Open when the role's last ``threshold`` outcomes in this run (answers accepted, fallbacks
+    that count) are all fallbacks after invalid answers or deterministic errors. Derived from
+    DuckDB, so every Dagster op of a run (each opens its own context) sees the same breaker."""
+    rows = ctx.lineage.role_outcomes(ctx.partition_key, [ctx.run_id], role)
+    streak = 0
+    for row in rows:
+        if row["status"] == "ok":
+            return False
+        if (row["error"] or "").startswith(BREAKER_KINDS):
+            streak += 1
+            if streak >= threshold:
+                return True
+    return False

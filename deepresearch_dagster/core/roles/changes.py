@@ -101,14 +101,11 @@ def find_previous(lineage: LineageStore, artifacts_root: str | Path, partition_k
     if parsed is None:
         return None
     slug, day = parsed
-    rows = lineage.query(
-        "SELECT partition_key FROM research_requests WHERE starts_with(partition_key, ?)", [f"{slug}--"]
-    )
     earlier = []
-    for row in rows:
-        other = parse_recurring_key(row["partition_key"])
+    for other_key in lineage.partitions_with_prefix(f"{slug}--"):
+        other = parse_recurring_key(other_key)
         if other and other[0] == slug and other[1] < day:
-            earlier.append((other[1], row["partition_key"]))
+            earlier.append((other[1], other_key))
     for other_day, key in sorted(earlier, reverse=True):
         store = ArtifactStore(artifacts_root, key)
         if not (store.exists("report.json") and store.exists("compressed_summaries.json")):

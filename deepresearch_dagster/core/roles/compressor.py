@@ -11,15 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..context import ResearchContext
-from ..heuristics import OFFLINE_MODEL as FALLBACK_MODEL
+from ..errors import MODEL_FAILURES, StructuredOutputError
 from ..heuristics.compression import compress_extractively
-from ..llm.budget import BudgetExceeded
-from ..llm.engine import EngineError
+from ..llm.contracts import COMPRESSOR
 from ..llm.prompts import prompt_text, prompt_version
-from ..llm.structured import StructuredOutputError, call_structured
+from ..llm.structured import call_structured, record_fallback
 from ..models import CompressionResult, SummaryRecord, ToolCallRecord
 from ..naming import short_hash
-from ..text import estimate_tokens
+from ..text import content_terms, estimate_tokens
 
 RAW_CONTEXT_MODEL = "none (raw context)"
 # Beyond this many characters the model sees the head of the output; the file keeps it all.
@@ -107,6 +106,21 @@ def compress(
     return summary
 
 
+# A summary may paraphrase, but most of its content words must come from the output it summarizes.
+MAX_UNGROUNDED_SHARE = 0.5
+
+
+def _ungrounded_share(result: CompressionResult, raw_text: str) -> float:
+    """Share of the summary's and extraction's content words absent from the raw output (0 when
+    the result is not useful: nothing of it enters the context)."""
+    if not result.is_useful:
+        return 0.0
+    terms = set(content_terms(" ".join([result.summary, *result.extraction])))
+    if not terms:
+        return 0.0
+    return len(terms - set(content_terms(raw_text))) / len(terms)
+
+
 def _compress_fresh(
     ctx: ResearchContext, step: StepContext, record: ToolCallRecord, raw_text: str, kind: str
 ) -> tuple[CompressionResult, bool]:
@@ -116,25 +130,31 @@ def _compress_fresh(
         shown += f"\n[... {len(raw_text) - len(shown)} more characters stored in the artifact file]"
     template = prompt_text("compressor", ctx.settings.prompt_files.get("compressor"))
     messages = [
-        {"role": "system", "content": template.format(**payload)},
+        {"role": "system", "content": template.format(**payload, today=ctx.today)},
         {"role": "user", "content": shown},
     ]
     try:
-        return call_structured(ctx, "compressor", messages, payload, CompressionResult, record.artifact_file), False
-    except (StructuredOutputError, EngineError, BudgetExceeded) as exc:
+        result = call_structured(ctx, "compressor", messages, payload, COMPRESSOR, record.artifact_file)
+        # Listings (JSON) are summarized in the model's own words; documents and pages are quoted.
+        ungrounded = _ungrounded_share(result, f"{raw_text} {step.step_title}") if kind == "text" else 0.0
+        if ungrounded > MAX_UNGROUNDED_SHARE:
+            # Schema-valid but not drawn from the output (a model inventing text): no citation to it
+            # could ever verify, so the extractive compressor, which only quotes, does this call.
+            raise StructuredOutputError(
+                "compressor", f"{ungrounded:.0%} of the summary's words do not occur in the raw output"
+            )
+        return result, False
+    except MODEL_FAILURES as exc:
         # The extractive compressor is free: a spent budget never leaves a call uncompressed.
-        ctx.log(f"compression of {record.artifact_file} fell back to the extractive compressor: {exc}")
+        ctx.log(f"compression of call {record.call_id} fell back to the extractive compressor: {exc}")
+        failure = exc
     result = CompressionResult.model_validate(compress_extractively(payload))
-    ctx.lineage.record_llm_call(
-        ctx.partition_key,
-        ctx.run_id,
+    record_fallback(
+        ctx,
         "compressor",
-        FALLBACK_MODEL,
-        3,
-        "fallback",
+        record.artifact_file,
+        failure,
         estimate_tokens(raw_text),
         estimate_tokens(result.model_dump_json()),
-        0.0,
-        record.artifact_file,
     )
     return result, True

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
+from ..errors import InvalidQuestion
 from ..naming import partition_key_for
 from ..text import has_forbidden_control_chars
 
 MAX_QUESTION_CHARS = 10_000
-
-
-class InvalidQuestion(ValueError):
-    """The user's question cannot be researched as given (message is user-facing)."""
 
 
 def validate_question(question: str) -> str:

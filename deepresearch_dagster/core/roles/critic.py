@@ -2,32 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from ..context import ResearchContext
+from ..errors import MODEL_FAILURES, BudgetExceeded
 from ..heuristics.critique import critique_heuristically
-from ..llm.budget import BudgetExceeded
-from ..llm.engine import EngineError
+from ..llm.contracts import CRITIC
 from ..llm.prompts import render
-from ..llm.structured import StructuredOutputError, call_structured
-from ..models import PlanStep, ResearchPlan
+from ..llm.structured import call_structured, record_fallback
+from ..models import CriticVerdict, Gap, PlanStep, ResearchPlan
+
+__all__ = ["CriticRound", "CriticVerdict", "Gap", "critique", "followup_steps"]
 
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
-
-
-class Gap(BaseModel):
-    description: str = Field(min_length=3, max_length=400)
-    severity: Literal["low", "medium", "high"] = "medium"
-    suggested_query: str = Field(min_length=2, max_length=300)
-
-
-class CriticVerdict(BaseModel):
-    sufficiency: int = Field(ge=1, le=10)
-    gaps: list[Gap] = Field(default_factory=list, max_length=10)
-    contradictions: list[str] = Field(default_factory=list, max_length=10)
-    recommendation: str = Field(default="", max_length=1000)
 
 
 class CriticRound(BaseModel):
@@ -38,9 +27,11 @@ class CriticRound(BaseModel):
     followup_step_ids: list[str] = Field(default_factory=list)
 
 
-def critique(ctx: ResearchContext, plan: ResearchPlan, memory: list[dict[str, Any]]) -> tuple[CriticVerdict, bool]:
+def critique(
+    ctx: ResearchContext, plan: ResearchPlan, memory: list[dict[str, Any]], followups: list[PlanStep] | None = None
+) -> tuple[CriticVerdict, bool]:
     """Returns the verdict and whether it came from the heuristic fallback."""
-    payload = {"question": ctx.question, "plan": plan.model_dump(), "memory": memory}
+    payload = {"question": ctx.question, "plan": plan.with_followups(followups or []), "memory": memory}
     lines = [
         f"- [{m['step_id']}] {m['summary_title']}: {m['summary']} (source: {m.get('source') or m['artifact_file']})"
         for m in memory
@@ -49,17 +40,18 @@ def critique(ctx: ResearchContext, plan: ResearchPlan, memory: list[dict[str, An
         {"role": "system", "content": render("critic", today=ctx.today)},
         {
             "role": "user",
-            "content": f"Question: {ctx.question}\n\nPlan:\n{plan.as_markdown()}\n\nWorking memory:\n"
+            "content": f"Question: {ctx.question}\n\nPlan:\n{plan.as_markdown(followups)}\n\nWorking memory:\n"
             + "\n".join(lines),
         },
     ]
     try:
-        return call_structured(ctx, "critic", messages, payload, CriticVerdict, artifact="critic"), False
-    except (StructuredOutputError, EngineError) as exc:
-        ctx.log(f"critic fell back to the heuristic critic: {exc}")
+        return call_structured(ctx, "critic", messages, payload, CRITIC, artifact="critic"), False
     except BudgetExceeded:
-        raise
-    return CriticVerdict.model_validate(critique_heuristically(payload)), True
+        raise  # the research stops on its budget; no reflection round is worth a fallback
+    except MODEL_FAILURES as exc:
+        ctx.log(f"critic fell back to the heuristic critic: {exc}")
+        record_fallback(ctx, "critic", "critic", exc)
+    return CRITIC.parse(critique_heuristically(payload)), True
 
 
 def followup_steps(round_: int, verdict: CriticVerdict, limit: int, asked: set[str]) -> list[PlanStep]:

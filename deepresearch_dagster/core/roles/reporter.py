@@ -9,28 +9,31 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import date
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from ..context import ResearchContext
+from ..errors import MODEL_FAILURES, StructuredOutputError
 from ..heuristics import OFFLINE_MODEL as FALLBACK_MODEL
-from ..heuristics.report import REPORT_SECTIONS, direct_answer_text, extractive_section
-from ..llm.budget import BudgetExceeded
-from ..llm.engine import EngineError
+from ..heuristics.report import REPORT_SECTIONS, direct_answer_text, extractive_section, reconcile_corroboration
+from ..llm.contracts import OUTLINE, SECTION
 from ..llm.prompts import render
-from ..llm.structured import StructuredOutputError, call_structured, complete_recorded, record_completion
-from ..models import Citation, Report, ResearchPlan, SummaryBundle, ToolOutputs
+from ..llm.structured import call_structured, complete_recorded, record_completion, record_fallback
+from ..models import Citation, Outline, OutlineSection, Report, ReportBody, ResearchPlan, SummaryBundle, ToolOutputs
+from ..naming import short_artifact_name
 from ..store.artifacts import ArtifactReader
 from ..tools import Toolbox, ToolError
 from ..tools.artifact_tools import artifact_tools
 from .citations import verify_citations
-from .source_quality import corroborated_claims, quality_warnings, score_sources
+from .source_quality import corpus_status, corroborated_claims, quality_warnings, score_sources
 
 # A looked-up artifact slice enters the reporter's context; keep it bounded.
 MAX_LOOKUP_CHARS = 6000
-MODEL_ERRORS = (StructuredOutputError, EngineError, BudgetExceeded)
+MODEL_ERRORS = MODEL_FAILURES  # the one definition (core/errors.py); kept for importers
+# Sections whose claims must carry a verifiable citation when the research found sources.
+CITED = ("Executive summary", "Key findings", "Analysis")
+_CITATION = re.compile(r"\[\d+\]")
 SECTION_GUIDANCE = {
     "Executive summary": "Three to six sentences answering the question.",
     "Key findings": "Bullet points grouped under '### <step id>. <step title>' sub-headings.",
@@ -40,17 +43,7 @@ SECTION_GUIDANCE = {
 }
 
 
-class ReportBody(BaseModel):
-    markdown: str = Field(min_length=20)
-
-
-class OutlineSection(BaseModel):
-    heading: str
-    points: list[str] = Field(default_factory=list)
-
-
-class Outline(BaseModel):
-    sections: list[OutlineSection] = Field(min_length=1)
+__all__ = ["Outline", "OutlineSection", "ReportBody", "write_report"]
 
 
 def number_sources(bundle: SummaryBundle) -> list[dict[str, Any]]:
@@ -121,8 +114,9 @@ def artifact_lookups(
         completion = complete_recorded(
             ctx, "reporter", ask, {**payload, "phase": "lookup"}, tools=toolbox.definitions(), artifact="lookups"
         )
-    except (EngineError, BudgetExceeded) as exc:
+    except MODEL_FAILURES as exc:
         ctx.log(f"reporter lookups skipped: {exc}")
+        record_fallback(ctx, "reporter", "lookups", exc)
         return []
     record_completion(ctx, "reporter", completion, 1, "ok", "lookups")
     calls = completion.tool_calls[:cap]
@@ -155,9 +149,17 @@ def artifact_lookups(
     return added
 
 
-def pipeline_notes(outputs: ToolOutputs, bundle: SummaryBundle, warnings: list[str]) -> list[str]:
+def pipeline_notes(
+    outputs: ToolOutputs, bundle: SummaryBundle, warnings: list[str], fallbacks: dict[str, int] | None = None
+) -> list[str]:
     """Limitations the pipeline knows about, stated whatever the reporter model wrote."""
     notes = []
+    if fallbacks:
+        used = ", ".join(f"{role} {n}×" for role, n in fallbacks.items())
+        notes.append(
+            f"Some roles fell back to deterministic heuristics instead of the model ({used}); "
+            "those parts were not written by the model."
+        )
     if not outputs.complete:
         notes.append(f"Research may be incomplete: {outputs.stop_reason}.")
     if outputs.stop_reason.startswith("budget"):
@@ -189,9 +191,17 @@ def _strip_heading(markdown: str, heading: str) -> str:
     return "\n".join(lines).strip()
 
 
-def _sections(ctx: ResearchContext, messages: list[dict[str, Any]], payload: dict[str, Any]) -> tuple[str, str]:
+def _sections(
+    ctx: ResearchContext,
+    messages: list[dict[str, Any]],
+    payload: dict[str, Any],
+    cites: Callable[[str], bool] | None = None,
+) -> tuple[str, str, int]:
     """Outline, then each section aware of the outline and the sections before it. A section the
-    model cannot write is written extractively; returns (body, reporter model label)."""
+    model cannot write is written extractively, and so is a section that must cite (``CITED``)
+    but has no citation at all while the extractive section cites what ``cites`` verifies. Returns (body, reporter model
+    label, number of parts written by the fallback); a report written wholly by the fallback names
+    no model."""
     model = ctx.engine.model_for("reporter")
     headings = list(REPORT_SECTIONS)
     try:
@@ -200,13 +210,15 @@ def _sections(ctx: ResearchContext, messages: list[dict[str, Any]], payload: dic
             "reporter",
             [*messages, {"role": "user", "content": render("reporter_outline", sections=", ".join(headings))}],
             {**payload, "phase": "outline"},
-            Outline,
+            OUTLINE,
             artifact="report.md",
         )
         points = {s.heading.strip().lower(): s.points for s in outline.sections}
-    except MODEL_ERRORS as exc:
+        outline_fallback = 0
+    except MODEL_FAILURES as exc:
         ctx.log(f"report outline fell back to the fixed structure: {exc}")
-        points = {}
+        record_fallback(ctx, "reporter", "report.md", exc)
+        points, outline_fallback = {}, 1
     outline_text = "\n".join(f"- {h}: " + "; ".join(points.get(h.lower(), [])) for h in headings)
     written: list[tuple[str, str]] = []
     fallbacks = 0
@@ -225,28 +237,41 @@ def _sections(ctx: ResearchContext, messages: list[dict[str, Any]], payload: dic
                 "reporter",
                 [*messages, {"role": "user", "content": ask}],
                 {**payload, "phase": "section", "section": heading},
-                ReportBody,
+                SECTION,
                 artifact="report.md",
             ).markdown
-        except MODEL_ERRORS as exc:
+            # A section that must cite but has no [n] at all is replaced when the extractive one
+            # would cite verifiably (wrong citations are removed and counted further down instead).
+            uncited = cites is not None and payload["sources"] and heading in CITED and not _CITATION.search(body)
+            if uncited and cites(extractive_section(heading, payload)):
+                raise StructuredOutputError("reporter", f"section '{heading}' cites no source that verifies")
+        except MODEL_FAILURES as exc:
             ctx.log(f"section '{heading}' written extractively: {exc}")
+            record_fallback(ctx, "reporter", "report.md", exc)
             body = extractive_section(heading, payload)
             fallbacks += 1
         written.append((heading, _strip_heading(body, heading)))
-    label = model if not fallbacks else f"{model} ({fallbacks} section(s) by {FALLBACK_MODEL})"
-    return "\n\n".join(f"## {h}\n\n{body}" for h, body in written), label
+    if fallbacks == len(headings):
+        label = FALLBACK_MODEL
+    elif fallbacks:
+        label = f"{model} ({fallbacks} section(s) by {FALLBACK_MODEL})"
+    else:
+        label = model
+    return "\n\n".join(f"## {h}\n\n{body}" for h, body in written), label, fallbacks + outline_fallback
 
 
 def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle, outputs: ToolOutputs) -> Report:
     entries = number_sources(bundle)
     sourced = [e for e in entries if e["source"]]
     raws = _raw_texts(ctx, outputs)
-    scores = score_sources(ctx.question, sourced, _published(raws), date.fromisoformat(ctx.today))
+    scores = score_sources(
+        ctx.question, sourced, _published(raws), date.fromisoformat(ctx.today), status=corpus_status(raws)
+    )
     warnings = quality_warnings(scores, sourced)
     rounds = outputs.critic_rounds
     payload = {
         "question": ctx.question,
-        "plan": plan.model_dump(),
+        "plan": plan.with_followups(outputs.followup_steps),
         "sources": sourced,
         "corroborated": corroborated_claims(sourced),
         "critic_rounds": rounds,
@@ -254,12 +279,12 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
         "not_useful_count": len(bundle.summaries) - len(bundle.working_memory),
     }
     memory = _memory_text(entries, raws if ctx.settings.context_mode == "raw" else None)
+    plan_text = plan.as_markdown(outputs.followup_steps)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": render("reporter", today=ctx.today)},
         {
             "role": "user",
-            "content": f"Question: {ctx.question}\n\nPlan:\n{plan.as_markdown()}\n\nWorking memory:\n"
-            + (memory or "(empty)"),
+            "content": f"Question: {ctx.question}\n\nPlan:\n{plan_text}\n\nWorking memory:\n" + (memory or "(empty)"),
         },
     ]
     if outputs.direct_answer:
@@ -269,25 +294,35 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
                 "reporter",
                 [*messages, {"role": "user", "content": render("reporter_direct")}],
                 {**payload, "phase": "direct"},
-                ReportBody,
+                SECTION,
                 artifact="report.md",
             ).markdown
-            model = ctx.engine.model_for("reporter")
-        except MODEL_ERRORS as exc:
+            model, reporter_fallbacks = ctx.engine.model_for("reporter"), 0
+        except MODEL_FAILURES as exc:
             ctx.log(f"direct answer fell back: {exc}")
-            body, model = direct_answer_text(payload), FALLBACK_MODEL
+            record_fallback(ctx, "reporter", "report.md", exc)
+            body, model, reporter_fallbacks = direct_answer_text(payload), FALLBACK_MODEL, 1
         body = (
             f"## Answer\n\n{body.strip()}\n\n## Limitations\n\n"
             "- Answered without tool calls: no sources were consulted."
         )
     else:
         messages += artifact_lookups(ctx, plan, messages, payload)
-        body, model = _sections(ctx, messages, payload)
-    body = insert_notes(body, pipeline_notes(outputs, bundle, warnings))
+        by_n: dict[int, list[dict[str, Any]]] = {}
+        for e in entries:
+            by_n.setdefault(e["n"], []).append(e)
+
+        def cites(section: str) -> bool:
+            return any(c.verified for c in verify_citations(section, by_n, raws)[1])
+
+        body, model, reporter_fallbacks = _sections(ctx, messages, payload, cites)
+    fallbacks = fallback_counts(ctx, bundle, outputs, reporter_fallbacks)
+    body = insert_notes(body, pipeline_notes(outputs, bundle, warnings, fallbacks))
     entries_by_n: dict[int, list[dict[str, Any]]] = {}
     for e in entries:
         entries_by_n.setdefault(e["n"], []).append(e)
     body, checks = verify_citations(body, entries_by_n, raws)
+    body = reconcile_corroboration(body)  # "two or more sources" counts verified citations only
     unverified = [c for c in checks if not c.verified]
     if unverified:
         body = insert_notes(
@@ -296,8 +331,11 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
     citations = _citations(checks, entries_by_n)
     references = ["", "## References", ""]
     for c in citations:
+        # A list item each (a Markdown viewer would join plain lines into one paragraph); a URL is
+        # a link; the artifact's short name here, its full name in report.json and the audit.
         title = f"{c.source_title} — " if c.source_title else ""
-        references.append(f"[{c.n}] {title}`{c.source}` (artifact: `{c.artifact_file}`)")
+        source = f"<{c.source}>" if c.source.startswith(("http://", "https://")) else f"`{c.source}`"
+        references.append(f"- [{c.n}] {title}{source} (artifact: `{short_artifact_name(c.artifact_file)}`)")
     header = f"# {plan.plan_title}\n\n**Question:** {ctx.question}\n\n"
     markdown = header + body.strip() + "\n" + "\n".join(references) + "\n"
     ctx.lineage.replace_rows(
@@ -327,7 +365,30 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
         stop_reason=outputs.stop_reason,
         warnings=warnings,
         source_scores=[s.__dict__ for s in scores],
+        fallbacks=fallbacks,
     )
+
+
+def fallback_counts(ctx: ResearchContext, bundle: SummaryBundle, outputs: ToolOutputs, reporter: int) -> dict[str, int]:
+    """How often each role's fallback stood in for the model in what this report is built on:
+    the plan's run (planner), the research run (researcher steps whose optional calls were
+    skipped), the critic rounds and summaries as stored, and this report's own parts."""
+    counts = {
+        "planner": _run_fallbacks(ctx, "planner", "plans", last_only=True),
+        "researcher": _run_fallbacks(ctx, "researcher", "tool_calls"),
+        "compressor": sum(1 for s in bundle.summaries if s.fallback),
+        "critic": sum(1 for r in outputs.critic_rounds if r.get("fallback")),
+        "reporter": reporter,
+    }
+    return {role: n for role, n in counts.items() if n}
+
+
+def _run_fallbacks(ctx: ResearchContext, role: str, stage_table: str, last_only: bool = False) -> int:
+    runs = ctx.lineage.stage_run_ids(ctx.partition_key, stage_table)
+    rows = ctx.lineage.role_outcomes(ctx.partition_key, runs, role, limit=10_000)
+    if last_only:  # the plan on disk came from the last planner outcome of its run
+        return int(bool(rows) and rows[0]["status"] == "fallback")
+    return sum(1 for r in rows if r["status"] == "fallback")
 
 
 def _citations(checks: list[Any], entries_by_n: dict[int, list[dict[str, Any]]]) -> list[Citation]:

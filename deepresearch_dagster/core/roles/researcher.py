@@ -11,15 +11,17 @@ calls up to the step's cap. After the pass, the critic decides on follow-up roun
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..context import ResearchContext
+from ..context import ResearchContext, fetch_policy, logger
+from ..errors import MODEL_FAILURES
 from ..llm.budget import BudgetExceeded
 from ..llm.engine import ToolCallRequest
 from ..llm.prompts import render
-from ..llm.structured import complete_recorded, record_completion
+from ..llm.structured import complete_recorded, record_completion, record_fallback
 from ..models import PlanStep, ResearchPlan, SummaryRecord, ToolCallRecord, ToolOutputs
 from ..naming import artifact_filename, plan_folder, slugify
 from ..store.artifacts import ArtifactReader
@@ -29,7 +31,7 @@ from ..tools import Toolbox, ToolResult
 from ..tools.artifact_tools import artifact_tools
 from ..tools.local_search import corpus_tools, open_corpus
 from ..tools.web_tools import fetch_tool, search_tool
-from ..web.search import FallbackSearch, providers_from_env
+from ..web.search import FallbackSearch, providers_from_settings
 from .compressor import StepContext, compress
 from .critic import CriticRound, critique, followup_steps
 from .retrieval import rank_results, run_concurrently
@@ -42,12 +44,13 @@ SEARCH_TOOLS = {"web_search": ("fetch_url", "url", "max_results"), "local_search
 def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
     """Corpus and artifact tools always; web tools when a search provider is configured."""
     settings = ctx.settings
-    tools = corpus_tools(open_corpus(str(settings.corpus_path)))
-    providers = providers_from_env()
+    # Extracted text is cached by file sha256 under the artifact root: a folder is indexed once.
+    tools = corpus_tools(open_corpus(str(settings.corpus_path), str(settings.artifacts_path / "corpus_cache")))
+    providers = providers_from_settings(settings.search)
     if providers:
         tools.append(search_tool(FallbackSearch(providers)))
     if providers or settings.enable_fetch:
-        tools.append(fetch_tool(settings.fetch_policy()))
+        tools.append(fetch_tool(fetch_policy(settings)))
     return Toolbox(tools + artifact_tools(ArtifactReader(ctx.store.raw_dir(plan_title))))
 
 
@@ -132,6 +135,7 @@ def run_calls(
     """Execute calls (uncached ones concurrently), then offload, record, compress and inject
     each in request order. Raises BudgetExceeded after storing what was within the budget."""
     cache = ToolCache(ctx.lineage, ctx.settings.artifacts_path, ctx.settings.tool_cache_ttl_s)
+    ctx.check_interrupt()
     reservations, over_budget = [], None
     for _ in requests:
         try:
@@ -189,16 +193,19 @@ def _absorb(
     verdict = "not useful"
     if summary.raw_context:
         run.messages.append({"role": "assistant", "content": raw_text})
-        verdict = f"raw context, {summary.injected_tokens} tokens injected"
+        verdict = f"raw context, {summary.injected_tokens:,} tokens injected"
     elif injected is not None:
         run.messages.append(injected.to_message())
-        verdict = f"useful, {summary.injected_tokens} tokens injected"
+        verdict = f"useful, {summary.injected_tokens:,} tokens injected"
     if injected is not None:
         run.memory.append(injected.model_dump())
         state.memory.append({**injected.model_dump(), "step_id": record.step_id, "source": record.source})
     if request.name in READ_TOOLS and record.status == "ok":
         state.already_read.append(str(request.arguments.get(READ_TOOLS[request.name])))
-    ctx.log(f"  {request.name} → {record.artifact_file} ({record.raw_tokens} raw tokens, {verdict})")
+    # One short line per call (step.call, tool, tokens, verdict); the full artifact name is a
+    # debug line (`deepresearch run --verbose`; the UI's table and the audit have it too).
+    ctx.log(f"  {record.call_id} {request.name}: {record.raw_tokens:,} raw tokens → {verdict}")
+    logger.debug(f"      {record.artifact_path}")
 
 
 def _search_requests(step: PlanStep, toolbox: Toolbox, breadth: int, cap: int) -> list[ToolCallRequest]:
@@ -206,6 +213,40 @@ def _search_requests(step: PlanStep, toolbox: Toolbox, breadth: int, cap: int) -
     size_arg = SEARCH_TOOLS[name][2]
     queries = list(dict.fromkeys(step.queries)) or [f"{step.title} {step.description}"[:300]]
     return [ToolCallRequest(name, {"query": q, size_arg: 5}) for q in queries[: min(breadth, cap)]]
+
+
+def _passage_reads(listings: list[str], ranked: list[Any], taken: set[str], n: int) -> list[ToolCallRequest]:
+    """``read_document {path, start, end}`` for the best current passage of the next ``n`` ranked
+    documents that a passage listing names (none when the listings are not passage-level)."""
+    if n <= 0:
+        return []
+    best: dict[str, tuple[float, int, int]] = {}
+    for raw in listings:
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError:
+            continue
+        results = data.get("results", []) if isinstance(data, dict) else []
+        for r in results if isinstance(results, list) else []:
+            if not isinstance(r, dict) or not isinstance(r.get("passage"), int) or not r.get("path"):
+                continue
+            if r.get("status") == "superseded":
+                continue  # its figures are out of date; the search ranks the current one higher
+            score = float(r["score"]) if isinstance(r.get("score"), (int, float)) else 0.0
+            path, total = str(r["path"]), r.get("passages")
+            # The passage and the next one: a table or list often runs on into it.
+            end = min(r["passage"] + 1, total) if isinstance(total, int) else r["passage"]
+            if path not in best or score > best[path][0]:
+                best[path] = (score, r["passage"], end)
+    out = []
+    for r in ranked:
+        if len(out) >= n:
+            break
+        if r.source in taken or r.source not in best:
+            continue
+        _, start, end = best[r.source]
+        out.append(ToolCallRequest("read_document", {"path": r.source, "start": start, "end": end}))
+    return out
 
 
 def execute_step(
@@ -241,6 +282,12 @@ def execute_step(
         ranked = rank_results(listings, step_text, exclude=set(state.already_read))
         read_tool, arg = SEARCH_TOOLS[searches[0][0].tool][:2] if searches else ("read_document", "path")
         reads = [ToolCallRequest(read_tool, {arg: r.source}) for r in ranked[: min(top_k, cap - len(run.calls))]]
+        if read_tool == "read_document" and not reduced:
+            # Passage listings: the best passage of each of the next documents is cheap to read
+            # (one section, not a file), so as many more documents are read, one passage each.
+            taken = {str(r.arguments[arg]) for r in reads} | set(state.already_read)
+            room = max(0, cap - len(run.calls) - len(reads) - 1)  # one call left for the researcher
+            reads += _passage_reads(listings, ranked, taken, min(top_k, room))
         run_calls(ctx, plan, toolbox, run, state, reads)
         _researcher_phase(ctx, plan, toolbox, run, state)
     finally:
@@ -263,14 +310,22 @@ def _researcher_phase(
             "max_calls": cap,
             "tools": sorted(toolbox.tools),
         }
-        completion = complete_recorded(
-            ctx,
-            "researcher",
-            run.messages,
-            payload,
-            tools=toolbox.definitions(),
-            artifact=conversation_file(run.step.step_id),
-        )
+        try:
+            completion = complete_recorded(
+                ctx,
+                "researcher",
+                run.messages,
+                payload,
+                tools=toolbox.definitions(),
+                artifact=conversation_file(run.step.step_id),
+            )
+        except BudgetExceeded:
+            raise  # stops the research (the report is written from what exists)
+        except MODEL_FAILURES as exc:
+            # The model's calls are optional: the searches and reads above stand on their own.
+            ctx.log(f"researcher model skipped for step {run.step.step_id}: {exc}")
+            record_fallback(ctx, "researcher", conversation_file(run.step.step_id), exc)
+            return
         record_completion(ctx, "researcher", completion, 1, "ok", conversation_file(run.step.step_id))
         if not completion.tool_calls:
             return
@@ -278,11 +333,13 @@ def _researcher_phase(
 
 
 def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
-    """All plan steps, then critic rounds with follow-up steps (``plan.followup_steps`` grows)."""
+    """All plan steps, then critic rounds with follow-up steps (kept in the outputs: the plan is
+    never changed)."""
     ctx.lineage.clear_research_calls(ctx.partition_key)
     toolbox = build_toolbox(ctx, plan.plan_title)
     state = ResearchState()
     rounds: list[CriticRound] = []
+    followups: list[PlanStep] = []
     stop_reason, complete = "complete", True
     settings = ctx.settings
     if plan.direct_answer and settings.depth == 0:
@@ -291,9 +348,10 @@ def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
     else:
         try:
             for index, step in enumerate(plan.steps, start=1):
+                ctx.check_interrupt()
                 ctx.log(f"step {index}/{len(plan.steps)}: {step.title}")
                 execute_step(ctx, plan, step, toolbox, state)
-            stop_reason, complete = _reflect(ctx, plan, toolbox, state, rounds)
+            stop_reason, complete = _reflect(ctx, plan, toolbox, state, rounds, followups)
         except BudgetExceeded as exc:
             ctx.log(f"budget exhausted: {exc}; the report is written from what exists")
             stop_reason, complete = f"budget: {exc}", False
@@ -304,7 +362,7 @@ def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
         calls=state.calls,
         summaries=state.summaries,
         conversations=state.conversations,
-        followup_steps=plan.followup_steps,
+        followup_steps=followups,
         critic_rounds=[r.model_dump() for r in rounds],
         stop_reason=stop_reason,
         complete=complete,
@@ -313,7 +371,12 @@ def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
 
 
 def _reflect(
-    ctx: ResearchContext, plan: ResearchPlan, toolbox: Toolbox, state: ResearchState, rounds: list[CriticRound]
+    ctx: ResearchContext,
+    plan: ResearchPlan,
+    toolbox: Toolbox,
+    state: ResearchState,
+    rounds: list[CriticRound],
+    followups: list[PlanStep],
 ) -> tuple[str, bool]:
     """Critic after each pass; follow-ups while insufficient and within depth and budget."""
     settings = ctx.settings
@@ -321,7 +384,7 @@ def _reflect(
         return "depth 0: no reflection round", True
     asked = {q.lower() for s in plan.steps for q in s.queries}
     for round_ in range(1, settings.depth + 2):
-        verdict, fallback = critique(ctx, plan, state.memory)
+        verdict, fallback = critique(ctx, plan, state.memory, followups)
         ctx.log(f"critic round {round_}: sufficiency {verdict.sufficiency}/10, {len(verdict.gaps)} gap(s)")
 
         def close(decision: str, fallback: bool = fallback, verdict: Any = verdict, round_: int = round_) -> None:
@@ -349,7 +412,7 @@ def _reflect(
                 followup_step_ids=[s.step_id for s in steps],
             )
         )
-        plan.followup_steps.extend(steps)
+        followups.extend(steps)
         sources_before = set(state.sources)
         for step in steps:
             ctx.log(f"follow-up {step.step_id}: {step.title}")

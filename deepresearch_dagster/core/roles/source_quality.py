@@ -3,16 +3,24 @@ and corroboration — a claim counts as corroborated when a source from another 
 
 Local corpus documents are each their own origin (``corpus:<path>``): the corpus is curated, so
 they get a fixed credibility, and two documents agreeing counts as corroboration.
+
+Currency (issue 11): a corpus document that says it is superseded, lives in an archive folder or is
+an older version of another document (as ``local_search`` reports in each result's ``status``)
+has its score multiplied by ``SUPERSEDED_FACTOR`` and gets a warning; a document some of whose
+figures a newer document restates (``status: outdated``) by ``OUTDATED_FACTOR``. Its date, when
+the search listing gives one, feeds recency like a web page's publication date.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..documents.currency import in_archive
 from ..text import content_terms, split_sentences
 
 CORPUS_CREDIBILITY = 0.7
@@ -34,6 +42,8 @@ FAST_TOPICS = re.compile(
 )
 SLOW_TOPICS = re.compile(r"\b(history|historical|origin|biography|ancient|century|who was|invent\w*)\b", re.I)
 LOW_QUALITY = 0.45
+SUPERSEDED_FACTOR = 0.4
+OUTDATED_FACTOR = 0.8
 
 
 @dataclass(frozen=True)
@@ -45,6 +55,8 @@ class SourceScore:
     corroboration: float
     score: float
     published: str | None
+    currency: str = "current"  # current | outdated | superseded (corpus documents)
+    superseded_by: str | None = None
 
 
 def domain_of(source: str) -> str:
@@ -117,10 +129,54 @@ def corroborated_claims(entries: list[dict[str, Any]]) -> list[tuple[str, list[i
     return out
 
 
+def corpus_status(raws: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """``path → {status, date, superseded_by, reason}`` from the stored ``local_search`` listings."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, text in raws.items():
+        if not name.endswith(".json"):
+            continue
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        for r in data.get("results", []) if isinstance(data, dict) else []:
+            if not isinstance(r, dict) or not r.get("path") or "status" not in r:
+                continue
+            entry = out.setdefault(str(r["path"]), {"status": "current", "date": r.get("date")})
+            # A document is as current as its worst passage: "superseded" > "outdated" > "current".
+            rank = {"current": 0, "outdated": 1, "superseded": 2}
+            if rank.get(str(r["status"]), 0) > rank.get(entry["status"], 0):
+                entry["status"] = str(r["status"])
+                entry["superseded_by"] = r.get("superseded_by")
+                entry["reason"] = r.get("superseded_reason")
+    return out
+
+
+def currency_of(source: str, status: dict[str, dict[str, Any]] | None) -> tuple[str, str | None]:
+    """(currency, superseded_by) of a source: web pages are "current"; corpus documents as listed."""
+    if source.startswith(("http://", "https://")):
+        return "current", None
+    path = source.split("#", 1)[0]
+    info = (status or {}).get(path)
+    if info and info.get("status") in ("superseded", "outdated"):
+        return str(info["status"]), info.get("superseded_by")
+    if in_archive(path):
+        return "superseded", None
+    return "current", None
+
+
 def score_sources(
-    question: str, entries: list[dict[str, Any]], published: dict[str, str | None], today: date
+    question: str,
+    entries: list[dict[str, Any]],
+    published: dict[str, str | None],
+    today: date,
+    status: dict[str, dict[str, Any]] | None = None,
 ) -> list[SourceScore]:
     life = half_life_years(question)
+    published = dict(published)
+    for path, info in (status or {}).items():
+        if info.get("date"):
+            published.setdefault(path, str(info["date"]))
     corroborated = corroborated_claims(entries)
     by_source: dict[str, list[dict[str, Any]]] = {}
     for e in entries:
@@ -134,6 +190,8 @@ def score_sources(
         domain = domain_of(source)
         cred = credibility(domain)
         rec = recency(published.get(source), today, life)
+        current, superseded_by = currency_of(source, status)
+        factor = {"superseded": SUPERSEDED_FACTOR, "outdated": OUTDATED_FACTOR}.get(current, 1.0)
         scores.append(
             SourceScore(
                 source=source,
@@ -141,8 +199,10 @@ def score_sources(
                 credibility=cred,
                 recency=rec,
                 corroboration=corroboration,
-                score=round(0.5 * cred + 0.3 * rec + 0.2 * min(1.0, corroboration * 2), 4),
+                score=round((0.5 * cred + 0.3 * rec + 0.2 * min(1.0, corroboration * 2)) * factor, 4),
                 published=published.get(source),
+                currency=current,
+                superseded_by=superseded_by,
             )
         )
     return scores
@@ -150,10 +210,17 @@ def score_sources(
 
 def quality_warnings(scores: list[SourceScore], entries: list[dict[str, Any]]) -> list[str]:
     warnings = [
+        f"Superseded source: `{s.source}`"
+        + (f" (current version: `{s.superseded_by}`)" if s.superseded_by else "")
+        + "; its figures are out of date and must not be reported as current."
+        for s in scores
+        if s.currency == "superseded"
+    ]
+    warnings += [
         f"Low-quality source ({s.score:.2f}: {s.domain}, credibility {s.credibility:.2f}, recency {s.recency:.2f}): "
         f"`{s.source}`."
         for s in scores
-        if s.score < LOW_QUALITY
+        if s.score < LOW_QUALITY and s.currency != "superseded"
     ]
     claims = {c for e in entries for c in _claims(e)}
     backed = {c for c, _ in corroborated_claims(entries)}

@@ -11,24 +11,52 @@ import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import ArtifactAccessError, ArtifactIntegrityError
 from ..naming import plan_folder, short_hash, slugify
 
 _SAFE_PARTITION = re.compile(r"[a-z0-9][a-z0-9_-]{0,120}")
-
-
-class ArtifactAccessError(ValueError):
-    """A file request outside the research's artifact folder, or of a missing file."""
 
 
 def partition_folder(partition_key: str) -> str:
     if _SAFE_PARTITION.fullmatch(partition_key):
         return partition_key
     return f"{slugify(partition_key, 80, sep='-')}-{short_hash(partition_key)}"
+
+
+def confined_path(root: str | Path, relpath: str | Path) -> Path:
+    """``root/relpath`` fully resolved, or :class:`ArtifactAccessError` when it leaves ``root``:
+    an absolute path, ``..``, or a symlink anywhere on the way that points outside. Symlinks that
+    stay inside ``root`` are allowed. Use it for every path a model or a file tree can choose
+    (artifact tools, corpus documents)."""
+    base = Path(root).resolve()
+    text = str(relpath)
+    if not text or "\x00" in text or Path(text).is_absolute():
+        raise ArtifactAccessError(f"invalid path: {text!r}")
+    path = (base / text).resolve()
+    if not path.is_relative_to(base):
+        raise ArtifactAccessError(f"{text!r} leads outside {base.name or base}")
+    return path
+
+
+def read_regular_file(path: Path, max_bytes: int | None = None) -> bytes:
+    """The bytes of ``path`` if it is a regular file and not a symlink (checked on the open file
+    descriptor, so the check and the read see the same file); :class:`ArtifactAccessError` otherwise."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise ArtifactAccessError(f"cannot open {path.name}: not a regular file ({exc.strerror or exc})") from exc
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ArtifactAccessError(f"{path.name} is not a regular file")
+        return handle.read() if max_bytes is None else handle.read(max_bytes)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -55,6 +83,19 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def read_verified_file(path: Path, sha256: str, name: str | None = None) -> bytes:
+    """The one verified read of a raw artifact: its bytes, or :class:`ArtifactIntegrityError`
+    when the file is missing or no longer matches the sha256 recorded when it was written."""
+    label = name or str(path)
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+        raise ArtifactIntegrityError(f"raw artifact missing: {label}") from exc
+    if sha256_bytes(data) != sha256:
+        raise ArtifactIntegrityError(f"raw artifact changed since it was recorded: {label}")
+    return data
+
+
 @dataclass(frozen=True)
 class StoredRaw:
     filename: str
@@ -78,6 +119,7 @@ class ArtifactStore:
         text = content if isinstance(content, str) else dumps_json(content)
         data = text.encode("utf-8")
         path = self._confined(self.raw_dir(plan_title), filename)
+        self._check_unlinked(path, self.raw_dir(plan_title) / filename)
         atomic_write_bytes(path, data)
         return StoredRaw(
             filename=filename,
@@ -89,6 +131,7 @@ class ArtifactStore:
 
     def write_text(self, name: str, text: str) -> Path:
         path = self._confined(self.partition_dir, name, allow_subdir=True)
+        self._check_unlinked(path, self.partition_dir / name)
         atomic_write_bytes(path, text.encode("utf-8"))
         return path
 
@@ -106,6 +149,29 @@ class ArtifactStore:
         if not path.is_relative_to(self.partition_dir):
             raise ArtifactAccessError(f"{relpath!r} is outside this research")
         return path
+
+    def read_verified(self, relpath: str, sha256: str) -> bytes:
+        """The bytes of a raw artifact of this research (path relative to the artifact root),
+        checked against the sha256 recorded when it was written (:func:`read_verified_file`)."""
+        return read_verified_file(self.resolve_relpath(relpath), sha256, relpath)
+
+    def verify(self, relpath: str | None, sha256: str | None) -> bool | None:
+        """True when the artifact is intact, False when its bytes changed, None when it is missing."""
+        if not relpath or not sha256:
+            return None
+        try:
+            self.read_verified(relpath, sha256)
+        except ArtifactAccessError:
+            return None
+        except ArtifactIntegrityError:
+            return False if self.resolve_relpath(relpath).is_file() else None
+        return True
+
+    def _check_unlinked(self, resolved: Path, named: Path) -> None:
+        """Before a write: the target, resolved, is exactly where it was named under the artifact
+        root, so a symlinked partition, raw or metadata folder (or file) cannot redirect the write."""
+        if resolved != named or not resolved.is_relative_to(self.partition_dir):
+            raise ArtifactAccessError(f"refusing to write {named.name}: a folder or file on its way is a symlink")
 
     def _confined(self, base: Path, name: str, allow_subdir: bool = False) -> Path:
         parts = name.split("/")
@@ -125,39 +191,72 @@ class ArtifactStore:
 
 
 class ArtifactReader:
-    """``grep_artifacts`` and ``read_artifact`` (seed 000 §8), confined to one raw folder."""
+    """``grep_artifacts`` and ``read_artifact`` (seed 000 §8), confined to one raw folder.
+
+    Only regular files directly in the raw folder are visible: symlinks (to anything) are not
+    listed and cannot be read, and a raw folder (or partition folder) that is itself a symlink is
+    refused as a whole. Patterns are chosen by a model, so they run on RE2 (linear time, no
+    backtracking: no catastrophic pattern can pin a core) under a total time limit."""
 
     MAX_PATTERN = 200
+    GREP_TIMEOUT_S = 5.0  # wall clock for the whole grep over every file
 
     def __init__(self, raw_dir: Path) -> None:
-        self.raw_dir = raw_dir.resolve()
+        given = Path(raw_dir).absolute()
+        self.raw_dir = given.resolve()
+        # A symlinked raw folder, or one below a symlinked partition folder, points somewhere else.
+        self._refused = (
+            f"the raw folder {given.name!r} is a symlink; refused"
+            if given.is_symlink() or given.parent.is_symlink()
+            else None
+        )
+
+    def _check(self) -> None:
+        if self._refused:
+            raise ArtifactAccessError(self._refused)
 
     def files(self) -> list[str]:
-        if not self.raw_dir.is_dir():
+        if self._refused or not self.raw_dir.is_dir():
             return []
-        return sorted(p.name for p in self.raw_dir.iterdir() if p.is_file() and not p.name.startswith("."))
+        with os.scandir(self.raw_dir) as entries:
+            return sorted(e.name for e in entries if not e.name.startswith(".") and e.is_file(follow_symlinks=False))
+
+    def _text(self, name: str) -> str:
+        return read_regular_file(self.raw_dir / name).decode("utf-8", errors="replace")
 
     def grep(self, pattern: str, max_matches: int = 50) -> list[dict[str, Any]]:
+        import re2  # google-re2: linear-time matching, no backtracking (a model-chosen (a+)+$ is harmless)
+
+        self._check()
         if not pattern or len(pattern) > self.MAX_PATTERN:
             raise ArtifactAccessError(f"pattern must be 1-{self.MAX_PATTERN} characters")
+        options = re2.Options()
+        options.case_sensitive = False
+        options.log_errors = False
         try:
-            regex = re.compile(pattern, re.IGNORECASE)
-        except re.error:
-            regex = re.compile(re.escape(pattern), re.IGNORECASE)
+            compiled = re2.compile(pattern, options)
+        except re2.error:  # invalid, or syntax RE2 refuses (backreferences, lookaround): search it literally
+            compiled = re2.compile(re2.escape(pattern), options)
+        deadline = time.monotonic() + self.GREP_TIMEOUT_S
         matches: list[dict[str, Any]] = []
         for name in self.files():
-            text = (self.raw_dir / name).read_text("utf-8", errors="replace")
-            for lineno, line in enumerate(text.splitlines(), start=1):
-                if regex.search(line):
+            for lineno, line in enumerate(self._text(name).splitlines(), start=1):
+                if time.monotonic() > deadline:
+                    raise ArtifactAccessError(
+                        f"grep for {pattern!r} took longer than {self.GREP_TIMEOUT_S:g} s; "
+                        "use a simpler pattern or read_artifact"
+                    )
+                if compiled.search(line):
                     matches.append({"file": name, "line": lineno, "text": line.strip()[:500]})
                     if len(matches) >= max_matches:
                         return matches
         return matches
 
     def read(self, file: str, offset: int = 0, limit: int = 4000) -> dict[str, Any]:
+        self._check()
         if file not in self.files():
             raise ArtifactAccessError(f"no artifact named {file!r} in this research")
-        text = (self.raw_dir / file).read_text("utf-8", errors="replace")
+        text = self._text(file)
         offset = max(0, int(offset))
         limit = max(1, min(int(limit), 20000))
         return {

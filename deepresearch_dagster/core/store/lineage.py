@@ -2,6 +2,8 @@
 
 Every write opens a short-lived connection (through ``DuckDBResource.get_connection`` in
 Dagster, ``duckdb.connect`` in the CLI) so several processes can take turns on the file.
+The schema (tables, migrations, views) is :mod:`.schema`; every query of the lineage database
+is a named method here (or in :mod:`.audit`), so callers never write SQL.
 """
 
 from __future__ import annotations
@@ -15,83 +17,11 @@ from typing import Any, ClassVar
 
 import duckdb
 
+from ..errors import redact
 from ..models import ResearchPlan, SummaryRecord, ToolCallRecord
-from .audit import apply_audit_schema
+from .schema import migrate
 
 Connect = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS research_requests (
-    partition_key VARCHAR PRIMARY KEY, question VARCHAR NOT NULL, options JSON,
-    created_at TIMESTAMP DEFAULT current_timestamp);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id VARCHAR, partition_key VARCHAR, stage VARCHAR, status VARCHAR, error VARCHAR,
-    started_at TIMESTAMP, finished_at TIMESTAMP, PRIMARY KEY (run_id, stage));
-CREATE TABLE IF NOT EXISTS plans (
-    partition_key VARCHAR PRIMARY KEY, run_id VARCHAR, plan_title VARCHAR, plan_folder VARCHAR,
-    plan JSON, created_at TIMESTAMP DEFAULT current_timestamp);
-CREATE TABLE IF NOT EXISTS plan_steps (
-    partition_key VARCHAR, step_id VARCHAR, position INTEGER, title VARCHAR, description VARCHAR,
-    PRIMARY KEY (partition_key, step_id));
-CREATE TABLE IF NOT EXISTS tool_calls (
-    partition_key VARCHAR, call_id VARCHAR, run_id VARCHAR, step_id VARCHAR, seq INTEGER,
-    tool VARCHAR, arguments JSON, artifact_file VARCHAR, artifact_path VARCHAR, bytes BIGINT,
-    sha256 VARCHAR, raw_tokens INTEGER, latency_ms DOUBLE, status VARCHAR, error VARCHAR,
-    source VARCHAR, is_useful BOOLEAN, injected_tokens INTEGER, compression_key VARCHAR,
-    created_at TIMESTAMP DEFAULT current_timestamp, cached BOOLEAN DEFAULT false,
-    PRIMARY KEY (partition_key, call_id));
-CREATE SEQUENCE IF NOT EXISTS llm_call_ids;
-CREATE TABLE IF NOT EXISTS llm_calls (
-    id BIGINT PRIMARY KEY DEFAULT nextval('llm_call_ids'), partition_key VARCHAR, run_id VARCHAR,
-    role VARCHAR, model VARCHAR, attempt INTEGER, status VARCHAR, error VARCHAR,
-    prompt_tokens INTEGER, completion_tokens INTEGER, latency_ms DOUBLE, artifact VARCHAR,
-    created_at TIMESTAMP DEFAULT current_timestamp, wait_s DOUBLE DEFAULT 0);
-CREATE TABLE IF NOT EXISTS context_messages (
-    partition_key VARCHAR, step_id VARCHAR, position INTEGER, role VARCHAR, content VARCHAR,
-    tokens INTEGER, PRIMARY KEY (partition_key, step_id, position));
-CREATE TABLE IF NOT EXISTS compressions (
-    cache_key VARCHAR PRIMARY KEY, raw_sha256 VARCHAR, compressor_model VARCHAR,
-    prompt_version VARCHAR, result JSON, fallback BOOLEAN,
-    created_at TIMESTAMP DEFAULT current_timestamp);
-CREATE TABLE IF NOT EXISTS tool_cache (
-    cache_key VARCHAR PRIMARY KEY, tool VARCHAR, arguments JSON, artifact_path VARCHAR, sha256 VARCHAR,
-    kind VARCHAR, source VARCHAR, source_title VARCHAR, created_at TIMESTAMP DEFAULT current_timestamp);
-CREATE TABLE IF NOT EXISTS critic_rounds (
-    partition_key VARCHAR, round INTEGER, sufficiency INTEGER, decision VARCHAR, fallback BOOLEAN, verdict JSON,
-    created_at TIMESTAMP DEFAULT current_timestamp, PRIMARY KEY (partition_key, round));
-CREATE TABLE IF NOT EXISTS budget_ledger (
-    partition_key VARCHAR, run_id VARCHAR, stage VARCHAR, dimension VARCHAR, cap DOUBLE, spent DOUBLE,
-    fraction DOUBLE, events JSON, created_at TIMESTAMP DEFAULT current_timestamp);
-CREATE TABLE IF NOT EXISTS source_scores (
-    partition_key VARCHAR, source VARCHAR, domain VARCHAR, credibility DOUBLE, recency DOUBLE,
-    corroboration DOUBLE, score DOUBLE, published VARCHAR, PRIMARY KEY (partition_key, source));
-CREATE TABLE IF NOT EXISTS citations (
-    partition_key VARCHAR, n INTEGER, source VARCHAR, artifact_file VARCHAR, quote VARCHAR, verified BOOLEAN,
-    PRIMARY KEY (partition_key, n));
-CREATE TABLE IF NOT EXISTS summaries (
-    partition_key VARCHAR, call_id VARCHAR, compressor_model VARCHAR, prompt_version VARCHAR,
-    cache_key VARCHAR, is_useful BOOLEAN, injected_tokens INTEGER, summary_title VARCHAR,
-    created_at TIMESTAMP DEFAULT current_timestamp,
-    PRIMARY KEY (partition_key, call_id, compressor_model, prompt_version));
-CREATE OR REPLACE VIEW context_reduction_by_research AS
-    SELECT partition_key, count(*) AS tool_calls, count(*) FILTER (WHERE is_useful) AS useful,
-           sum(raw_tokens) AS raw_tokens, sum(coalesce(injected_tokens, 0)) AS injected_tokens,
-           round(100 * (1 - sum(coalesce(injected_tokens, 0)) / nullif(sum(raw_tokens), 0)), 2)
-               AS reduction_pct
-    FROM tool_calls GROUP BY partition_key;
-CREATE OR REPLACE VIEW context_reduction_by_step AS
-    SELECT partition_key, step_id, count(*) AS tool_calls, sum(raw_tokens) AS raw_tokens,
-           sum(coalesce(injected_tokens, 0)) AS injected_tokens,
-           round(100 * (1 - sum(coalesce(injected_tokens, 0)) / nullif(sum(raw_tokens), 0)), 2)
-               AS reduction_pct
-    FROM tool_calls GROUP BY partition_key, step_id;
-CREATE OR REPLACE VIEW context_reduction_by_tool AS
-    SELECT partition_key, tool, count(*) AS tool_calls, sum(raw_tokens) AS raw_tokens,
-           sum(coalesce(injected_tokens, 0)) AS injected_tokens,
-           round(100 * (1 - sum(coalesce(injected_tokens, 0)) / nullif(sum(raw_tokens), 0)), 2)
-               AS reduction_pct
-    FROM tool_calls GROUP BY partition_key, tool;
-"""
 
 
 def path_connect(path: str | Path) -> Connect:
@@ -127,8 +57,7 @@ class LineageStore:
         self._held: duckdb.DuckDBPyConnection | None = None
         if database is None or database not in self._migrated:
             with self._connect() as conn:
-                conn.execute(SCHEMA)
-                apply_audit_schema(conn)  # audit views (core/audit.py) over these tables
+                migrate(conn)  # missing migrations in order, then the views (core/store/schema.py)
             if database is not None:
                 self._migrated.add(database)
 
@@ -163,6 +92,7 @@ class LineageStore:
             conn.execute(sql, params or [])
 
     def query(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+        """Escape hatch for core/store, tests and benchmarks; everything else calls a named method."""
         with self._connect() as conn:
             cur = conn.execute(sql, params or [])
             cols = [d[0] for d in cur.description]
@@ -191,8 +121,18 @@ class LineageStore:
     def run_finished(self, run_id: str, stage: str, error: str | None = None) -> None:
         self._exec(
             "UPDATE runs SET status = ?, error = ?, finished_at = current_timestamp WHERE run_id = ? AND stage = ?",
-            ["failed" if error else "succeeded", error, run_id, stage],
+            ["failed" if error else "succeeded", redact(error) if error else None, run_id, stage],
         )
+
+    def abandon_run(self, run_id: str, reason: str) -> int:
+        """Mark every still-running stage of a run failed (its process is gone); returns how many."""
+        with self._connect() as conn:
+            rows = conn.execute(
+                "UPDATE runs SET status = 'failed', error = ?, finished_at = current_timestamp "
+                "WHERE run_id = ? AND status = 'running' RETURNING stage",
+                [reason, run_id],
+            ).fetchall()
+        return len(rows)
 
     # -- plan ----------------------------------------------------------------------------
     def record_plan(self, partition_key: str, run_id: str, plan: ResearchPlan, folder: str) -> None:
@@ -239,7 +179,7 @@ class LineageStore:
                 rec.raw_tokens,
                 rec.latency_ms,
                 rec.status,
-                rec.error,
+                redact(rec.error) if rec.error else None,
                 rec.source,
                 rec.cached,
             ],
@@ -251,6 +191,28 @@ class LineageStore:
             "source_title) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [key, rec.tool, json.dumps(arguments), rec.artifact_path, rec.sha256, kind, rec.source, rec.source_title],
         )
+
+    def tool_cache_lookup(self, cache_key: str, ttl_s: float) -> dict[str, Any] | None:
+        """The cached tool result (artifact_path, sha256, kind, source, source_title) if it is
+        younger than ``ttl_s`` seconds."""
+        rows = self.query(
+            "SELECT artifact_path, sha256, kind, source, source_title FROM tool_cache WHERE cache_key = ? "
+            "AND created_at >= current_timestamp - to_seconds(?)",
+            [cache_key, float(ttl_s)],
+        )
+        return rows[0] if rows else None
+
+    def tool_call_ids(self, partition_key: str) -> set[str]:
+        rows = self.query("SELECT call_id FROM tool_calls WHERE partition_key = ?", [partition_key])
+        return {r["call_id"] for r in rows}
+
+    def tool_call_hashes(self, partition_key: str) -> dict[str, str]:
+        """artifact file name -> recorded sha256, for every tool call of the partition."""
+        rows = self.query("SELECT artifact_file, sha256 FROM tool_calls WHERE partition_key = ?", [partition_key])
+        return {r["artifact_file"]: r["sha256"] for r in rows}
+
+    def tool_call_count(self, partition_key: str) -> int:
+        return int(self.query("SELECT count(*) AS n FROM tool_calls WHERE partition_key = ?", [partition_key])[0]["n"])
 
     def record_tool_summary(self, partition_key: str, summary: SummaryRecord) -> None:
         self._exec(
@@ -281,6 +243,14 @@ class LineageStore:
                     for s in summaries
                 ],
             )
+
+    def summary_versions(self, partition_key: str) -> set[tuple[str, str, str]]:
+        """(call_id, compressor_model, prompt_version) of every summary recorded for the partition."""
+        rows = self.query(
+            "SELECT call_id, compressor_model, prompt_version FROM summaries WHERE partition_key = ?",
+            [partition_key],
+        )
+        return {(r["call_id"], r["compressor_model"], r["prompt_version"]) for r in rows}
 
     def record_context(self, partition_key: str, step_id: str, messages: list[dict[str, str]]) -> None:
         from ..text import estimate_tokens
@@ -325,7 +295,7 @@ class LineageStore:
                 model,
                 attempt,
                 status,
-                error,
+                redact(error) if error else None,  # a server may echo the request headers
                 prompt_tokens,
                 completion_tokens,
                 latency_ms,
@@ -333,6 +303,26 @@ class LineageStore:
                 wait_s,
             ],
         )
+
+    def role_outcomes(self, partition_key: str, run_ids: list[str], role: str, limit: int = 50) -> list[dict[str, Any]]:
+        """A role's outcomes in the given runs, newest first: accepted answers (``ok``) and uses of
+        its fallback (``fallback``, ``error`` = kind: message). The circuit breaker and the
+        report's fallback counts read them (core/llm/structured.py, core/roles/reporter.py)."""
+        if not run_ids:
+            return []
+        marks = ", ".join("?" for _ in run_ids)
+        return self.query(
+            f"SELECT status, error FROM llm_calls WHERE partition_key = ? AND role = ? AND run_id IN ({marks}) "
+            "AND status IN ('ok', 'fallback') ORDER BY id DESC LIMIT ?",
+            [partition_key, role, *run_ids, limit],
+        )
+
+    def stage_run_ids(self, partition_key: str, table: str) -> list[str]:
+        """The runs that wrote a partition's ``plans`` or ``tool_calls`` rows as they stand."""
+        if table not in ("plans", "tool_calls"):
+            raise ValueError(f"no run ids for {table!r}")
+        rows = self.query(f"SELECT DISTINCT run_id FROM {table} WHERE partition_key = ?", [partition_key])
+        return [r["run_id"] for r in rows if r["run_id"]]
 
     # -- compression cache -----------------------------------------------------------------
     def get_compression(self, cache_key: str) -> tuple[dict[str, Any], bool] | None:
@@ -403,6 +393,15 @@ class LineageStore:
                 rows,
             )
 
+    def latest_budget(self, partition_key: str, stage: str) -> dict[str, dict[str, float]]:
+        """dimension -> {"spent", "cap"} from the latest ledger entry of each dimension of a stage."""
+        rows = self.query(
+            "SELECT dimension, spent, cap FROM budget_ledger WHERE partition_key = ? AND stage = ? "
+            "QUALIFY row_number() OVER (PARTITION BY dimension ORDER BY created_at DESC) = 1 ORDER BY dimension",
+            [partition_key, stage],
+        )
+        return {r["dimension"]: {"spent": r["spent"], "cap": r["cap"]} for r in rows}
+
     def replace_rows(self, table: str, partition_key: str, columns: list[str], rows: list[list[Any]]) -> None:
         """Per-partition derived tables (source scores, citations) are rewritten whole."""
         with self._connect() as conn:
@@ -413,6 +412,39 @@ class LineageStore:
                     f"INSERT INTO {table} (partition_key, {', '.join(columns)}) VALUES ({marks})",
                     [[partition_key, *r] for r in rows],
                 )
+
+    # -- researches ------------------------------------------------------------------------
+    def list_researches(self) -> list[dict[str, Any]]:
+        """Every registered research, oldest first: partition_key, question, created_at, the
+        status of its latest run ('registered' before any), tool_calls and reduction_pct."""
+        return self.query(
+            """
+            WITH latest AS (
+                SELECT partition_key, status FROM runs
+                QUALIFY row_number() OVER (PARTITION BY partition_key ORDER BY started_at DESC) = 1)
+            SELECT r.partition_key, r.question, r.created_at, coalesce(l.status, 'registered') AS status,
+                   c.tool_calls, c.reduction_pct
+            FROM research_requests r
+            LEFT JOIN latest l USING (partition_key)
+            LEFT JOIN context_reduction_by_research c USING (partition_key)
+            ORDER BY r.created_at, r.partition_key
+            """
+        )
+
+    def partitions_with_prefix(self, prefix: str) -> list[str]:
+        """Registered partition keys starting with ``prefix`` (the dated partitions of a topic)."""
+        rows = self.query(
+            "SELECT partition_key FROM research_requests WHERE starts_with(partition_key, ?) ORDER BY partition_key",
+            [prefix],
+        )
+        return [r["partition_key"] for r in rows]
+
+    def research_status(self, partition_key: str) -> str:
+        """Status of the latest run of the partition ('registered' before any run)."""
+        rows = self.query(
+            "SELECT status FROM runs WHERE partition_key = ? ORDER BY started_at DESC LIMIT 1", [partition_key]
+        )
+        return rows[0]["status"] if rows else "registered"
 
     # -- figures -------------------------------------------------------------------------
     def reduction(self, partition_key: str) -> dict[str, Any]:
@@ -432,4 +464,22 @@ class LineageStore:
             "injected_tokens": int(base["injected_tokens"] or 0),
             "context_reduction": float(base["reduction_pct"]) if base["reduction_pct"] is not None else None,
             "llm_calls": int(llm),
+        }
+
+    def summary_reduction(self, partition_key: str, compressor_model: str, prompt_version: str) -> dict[str, Any]:
+        """Context reduction of one summary version (view ``context_reduction_by_summary_version``):
+        tool_calls, raw_tokens, injected_tokens, reduction_pct (None when nothing raw)."""
+        rows = self.query(
+            "SELECT tool_calls, raw_tokens, injected_tokens, reduction_pct FROM context_reduction_by_summary_version "
+            "WHERE partition_key = ? AND compressor_model = ? AND prompt_version = ?",
+            [partition_key, compressor_model, prompt_version],
+        )
+        if not rows:
+            return {"tool_calls": 0, "raw_tokens": 0, "injected_tokens": 0, "reduction_pct": None}
+        row = rows[0]
+        return {
+            "tool_calls": int(row["tool_calls"]),
+            "raw_tokens": int(row["raw_tokens"]),
+            "injected_tokens": int(row["injected_tokens"]),
+            "reduction_pct": float(row["reduction_pct"]) if row["reduction_pct"] is not None else None,
         }

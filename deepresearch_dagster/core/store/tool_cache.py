@@ -11,11 +11,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..errors import ArtifactIntegrityError
 from ..models import ToolCallRecord
 from ..naming import short_hash
 from ..tools import ToolResult
 from ..web.urls import normalize_url
-from .artifacts import sha256_bytes
+from .artifacts import read_verified_file
 from .lineage import LineageStore
 
 
@@ -42,18 +43,17 @@ class ToolCache:
     def get(self, tool: str, arguments: dict[str, Any]) -> ToolResult | None:
         if self.ttl_s <= 0:
             return None
-        rows = self.lineage.query(
-            "SELECT artifact_path, sha256, kind, source, source_title FROM tool_cache WHERE cache_key = ? "
-            "AND created_at >= current_timestamp - to_seconds(?)",
-            [tool_cache_key(tool, arguments), float(self.ttl_s)],
-        )
-        if not rows:
+        row = self.lineage.tool_cache_lookup(tool_cache_key(tool, arguments), self.ttl_s)
+        if row is None:
             return None
-        row = rows[0]
-        path = self.root / row["artifact_path"]
-        # A file overwritten or removed since it was cached is a miss, never stale data.
-        if not path.is_file() or sha256_bytes(data := path.read_bytes()) != row["sha256"]:
+        # Entries are shared across researches, so the file is looked up under the artifact root.
+        path = (self.root / row["artifact_path"]).resolve()
+        if not path.is_relative_to(self.root.resolve()):
             return None
+        try:
+            data = read_verified_file(path, row["sha256"], row["artifact_path"])
+        except ArtifactIntegrityError:
+            return None  # a file overwritten or removed since it was cached is a miss, never stale data
         text = data.decode("utf-8")
         content = json.loads(text) if row["kind"] == "json" else text
         return ToolResult(content=content, kind=row["kind"], source=row["source"], source_title=row["source_title"])

@@ -8,9 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-
-class ToolError(Exception):
-    """A tool could not do what was asked; the message is recorded as the raw output."""
+from ..errors import ToolError
 
 
 class ToolResult(BaseModel):

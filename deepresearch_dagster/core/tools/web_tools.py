@@ -22,14 +22,14 @@ class FetchUrlArgs(BaseModel):
 def search_tool(search: FallbackSearch) -> Tool:
     def run(args: WebSearchArgs) -> ToolResult:
         try:
-            results = search.search(args.query, args.max_results)
+            outcome = search.search(args.query, args.max_results)
         except SearchError as exc:
             raise ToolError(str(exc)) from exc
         content = {
             "query": args.query,
-            "provider": search.last_provider,
-            "provider_failures": search.failures,
-            "results": [r.model_dump() for r in results],
+            "provider": outcome.provider,
+            "provider_failures": outcome.failures,
+            "results": [r.model_dump() for r in outcome.results],
         }
         return ToolResult(content=content, kind="json")
 

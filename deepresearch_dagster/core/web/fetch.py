@@ -17,11 +17,15 @@ import urllib.robotparser
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 from pydantic import BaseModel, Field
 
 from deepresearch_dagster.core.web.extract import extract_html, extract_pdf
+
+from ..errors import FetchError, UnsafeURLError
+from .deadline import deadline, deadline_client, expired, remaining
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -30,12 +34,8 @@ _HTML_TYPES = {"text/html", "application/xhtml+xml"}
 _TEXT_TYPES = {"text/plain", "text/markdown", "text/x-markdown", "text/csv", "application/json"}
 _PDF_TYPES = {"application/pdf", "application/x-pdf"}
 _ROBOTS_MAX_BYTES = 500_000  # RFC 9309 asks crawlers to read at least 500 KiB of robots.txt
-_CGNAT = ipaddress.ip_network("100.64.0.0/10")
-_THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")
 _NAT64_PREFIX = bytes.fromhex("0064ff9b") + bytes(8)  # 64:ff9b::/96 embeds an IPv4 address
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
-# Reasons a policy switch can never lift: nothing legitimate serves HTTP there, and 0.0.0.0 means "this host".
-_ALWAYS_REFUSED = {"unspecified", "multicast"}
 
 
 class FetchPolicy(BaseModel):
@@ -45,18 +45,13 @@ class FetchPolicy(BaseModel):
     allow_private: bool = False  # private, link-local, CGNAT, reserved ranges (self-hosted intranet targets)
     max_bytes: int = Field(default=5_000_000, gt=0)  # streamed body cap; reading stops beyond it
     connect_timeout: float = Field(default=5.0, gt=0)
-    read_timeout: float = Field(default=20.0, gt=0)
+    read_timeout: float = Field(default=20.0, gt=0)  # per socket read
+    # Wall clock for the whole fetch (robots.txt, every redirect hop, the body): a server that
+    # trickles one byte per read_timeout still fails at this deadline.
+    total_timeout: float = Field(default=60.0, gt=0)
     max_redirects: int = Field(default=5, ge=0)
     respect_robots: bool = True
     user_agent: str = "deepresearch-dagster/0.1 (+https://github.com/)"
-
-
-class FetchError(Exception):
-    """A fetch failed; the message is meant for the user (or the model), no traceback needed."""
-
-
-class UnsafeURLError(FetchError):
-    """Refused before connecting: bad scheme, credentials in the URL, or a non-public address (SSRF guard)."""
 
 
 class FetchedPage(BaseModel):
@@ -82,57 +77,131 @@ class CheckedTarget:
 # ---------------------------------------------------------------------------------------------- address policy
 
 
-def address_block_reason(ip: IPAddress) -> str | None:
-    """Why ``ip`` is not a public unicast address (None when it is)."""
+# Categories: which policy switch may open a range. "never": nothing legitimate serves HTTP there
+# (0.0.0.0 means "this host", multicast, broadcast) or it is a cloud metadata service.
+LOOPBACK, PRIVATE, NEVER = "loopback", "private", "never"
+
+
+@dataclass(frozen=True)
+class BlockedRange:
+    network: ipaddress.IPv4Network | ipaddress.IPv6Network
+    reason: str
+    category: str  # LOOPBACK, PRIVATE or NEVER
+
+
+def _ranges(*rows: tuple[str, str, str]) -> tuple[BlockedRange, ...]:
+    return tuple(BlockedRange(ipaddress.ip_network(net), reason, category) for net, reason, category in rows)
+
+
+# Cloud metadata services, refused whatever the policy says (checked before the registries).
+CLOUD_METADATA = _ranges(
+    ("169.254.169.254/32", "cloud metadata", NEVER),  # AWS, GCP, Azure, DigitalOcean, OpenStack IMDS
+    ("169.254.170.2/32", "cloud metadata", NEVER),  # AWS ECS task metadata / credentials
+    ("169.254.170.23/32", "cloud metadata", NEVER),  # AWS EKS pod identity agent
+    ("168.63.129.16/32", "cloud metadata", NEVER),  # Azure WireServer (a public address)
+    ("100.100.100.200/32", "cloud metadata", NEVER),  # Alibaba Cloud metadata
+    ("192.0.0.192/32", "cloud metadata", NEVER),  # Oracle Cloud metadata
+    ("fd00:ec2::254/128", "cloud metadata", NEVER),  # AWS IMDS over IPv6
+    ("fd00:ec2::23/128", "cloud metadata", NEVER),  # AWS EKS pod identity agent over IPv6
+)
+
+# IANA IPv4 Special-Purpose Address Registry (every entry, RFC 6890 and updates), plus multicast.
+# First match wins, so the more specific entries come first.
+SPECIAL_PURPOSE_IPV4 = _ranges(
+    ("0.0.0.0/8", "unspecified", NEVER),  # "this network" (0.0.0.0/32 "this host" included)
+    ("10.0.0.0/8", "private", PRIVATE),
+    ("100.64.0.0/10", "carrier-grade NAT", PRIVATE),  # shared address space, RFC 6598
+    ("127.0.0.0/8", "loopback", LOOPBACK),
+    ("169.254.0.0/16", "link-local", PRIVATE),
+    ("172.16.0.0/12", "private", PRIVATE),
+    ("192.0.0.0/24", "IETF protocol assignment", PRIVATE),  # incl. 192.0.0.0/29 DS-Lite, .8, .9, .10, .170, .171
+    ("192.0.2.0/24", "documentation", PRIVATE),  # TEST-NET-1
+    ("192.31.196.0/24", "AS112", PRIVATE),
+    ("192.52.193.0/24", "AMT", PRIVATE),
+    ("192.88.99.0/24", "6to4 relay anycast", PRIVATE),  # deprecated
+    ("192.168.0.0/16", "private", PRIVATE),
+    ("192.175.48.0/24", "AS112", PRIVATE),  # direct delegation AS112 service
+    ("198.18.0.0/15", "benchmarking", PRIVATE),
+    ("198.51.100.0/24", "documentation", PRIVATE),  # TEST-NET-2
+    ("203.0.113.0/24", "documentation", PRIVATE),  # TEST-NET-3
+    ("224.0.0.0/4", "multicast", NEVER),
+    ("255.255.255.255/32", "reserved", NEVER),  # limited broadcast
+    ("240.0.0.0/4", "reserved", PRIVATE),
+)
+
+# IANA IPv6 Special-Purpose Address Registry (every entry), plus the other non-unicast blocks.
+# ::ffff:0:0/96 (IPv4-mapped) and 64:ff9b::/96 (NAT64 well-known prefix) are IPv4 addresses in
+# disguise: they are judged by the IPv4 address they embed (see address_block), which the test
+# checks for every IPv4 entry above. Anything outside 2000::/3 (global unicast) is refused too.
+SPECIAL_PURPOSE_IPV6 = _ranges(
+    ("::/128", "unspecified", NEVER),
+    ("::1/128", "loopback", LOOPBACK),
+    ("::ffff:0:0/96", "IPv4-mapped", PRIVATE),  # reached only when the embedded address is refused
+    ("64:ff9b::/96", "NAT64", PRIVATE),  # idem
+    ("64:ff9b:1::/48", "local-use NAT64", PRIVATE),
+    ("100::/64", "discard-only", PRIVATE),
+    ("100:0:0:1::/64", "dummy prefix", PRIVATE),
+    ("2001::/32", "Teredo", PRIVATE),
+    ("2001:1::1/128", "IETF protocol assignment", PRIVATE),  # PCP anycast
+    ("2001:1::2/128", "IETF protocol assignment", PRIVATE),  # TURN anycast
+    ("2001:1::3/128", "IETF protocol assignment", PRIVATE),  # DNS-SD SRP anycast
+    ("2001:2::/48", "benchmarking", PRIVATE),
+    ("2001:3::/32", "AMT", PRIVATE),
+    ("2001:4:112::/48", "AS112", PRIVATE),
+    ("2001:10::/28", "ORCHID", PRIVATE),  # deprecated
+    ("2001:20::/28", "ORCHIDv2", PRIVATE),
+    ("2001:30::/28", "drone remote ID", PRIVATE),
+    ("2001::/23", "IETF protocol assignment", PRIVATE),
+    ("2001:db8::/32", "documentation", PRIVATE),
+    ("2002::/16", "6to4", PRIVATE),
+    ("2620:4f:8000::/48", "AS112", PRIVATE),
+    ("3fff::/20", "documentation", PRIVATE),
+    ("5f00::/16", "SRv6 SIDs", PRIVATE),
+    ("fc00::/7", "private", PRIVATE),  # unique-local
+    ("fe80::/10", "link-local", PRIVATE),
+    ("fec0::/10", "private", PRIVATE),  # deprecated site-local
+    ("ff00::/8", "multicast", NEVER),
+)
+
+BLOCKED_RANGES = CLOUD_METADATA + SPECIAL_PURPOSE_IPV4 + SPECIAL_PURPOSE_IPV6
+_GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
+
+
+def address_block(ip: IPAddress) -> BlockedRange | None:
+    """The blocked range ``ip`` falls in (None when it is a public unicast address)."""
     if isinstance(ip, ipaddress.IPv6Address):
         embedded = _embedded_ipv4(ip)
-        if embedded:
-            for inner in embedded:
-                reason = address_block_reason(inner)
-                if reason:
-                    return reason
-            # Mapped / compatible / NAT64 forms are just the IPv4 address in disguise: judge that alone.
-            if ip.sixtofour is None and ip.teredo is None:
-                return None
-        if ip.is_unspecified:
-            return "unspecified"
-        if ip.is_loopback:
-            return "loopback"
-        if ip.is_link_local:
-            return "link-local"
-        if ip.is_multicast:
-            return "multicast"
-        if ip.is_site_local or ip.is_private:
-            return "private"
-        if ip.is_reserved:
-            return "reserved"
-        return None if ip.is_global else "non-global"
-    if ip in _THIS_NETWORK:
-        return "unspecified"
-    if ip.is_loopback:
-        return "loopback"
-    if ip.is_link_local:  # 169.254.0.0/16, including the cloud metadata service 169.254.169.254
-        return "link-local"
-    if ip.is_multicast:
-        return "multicast"
-    if ip in _CGNAT:
-        return "carrier-grade NAT"
-    if ip.is_reserved:
-        return "reserved"
-    if ip.is_private:
-        return "private"
-    return None if ip.is_global else "non-global"
+        for inner in embedded:  # a tunnel to a refused IPv4 address is refused for that reason
+            found = address_block(inner)
+            if found is not None:
+                return found
+        if embedded and (ip.ipv4_mapped is not None or ip.packed[:12] == _NAT64_PREFIX):
+            return None  # mapped / NAT64 forms are just the (public) IPv4 address in disguise
+    for blocked in BLOCKED_RANGES:
+        if ip.version == blocked.network.version and ip in blocked.network:
+            return blocked
+    if isinstance(ip, ipaddress.IPv6Address) and ip not in _GLOBAL_UNICAST_V6:
+        return BlockedRange(_GLOBAL_UNICAST_V6, "reserved", PRIVATE)
+    if not ip.is_global:  # a backstop: Python's table may know a range this list does not
+        return BlockedRange(ipaddress.ip_network(ip), "non-global", PRIVATE)
+    return None
+
+
+def address_block_reason(ip: IPAddress) -> str | None:
+    """Why ``ip`` is not a public unicast address (None when it is)."""
+    found = address_block(ip)
+    return None if found is None else found.reason
 
 
 def is_address_allowed(ip: IPAddress, policy: FetchPolicy) -> bool:
-    reason = address_block_reason(ip)
-    if reason is None:
+    found = address_block(ip)
+    if found is None:
         return True
-    if reason in _ALWAYS_REFUSED:
-        return False
-    if reason == "loopback":
+    if found.category == LOOPBACK:
         return policy.allow_loopback
-    return policy.allow_private
+    if found.category == PRIVATE:
+        return policy.allow_private
+    return False
 
 
 def check_address(ip: IPAddress, policy: FetchPolicy) -> None:
@@ -157,7 +226,7 @@ def check_url(url: str | httpx.URL, policy: FetchPolicy) -> CheckedTarget:
     if not parsed.host:
         raise FetchError(f"URL has no host: {url}")
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    addresses = _resolve(parsed.host, port)
+    addresses = _resolve(parsed.host, port, policy.connect_timeout)
     for ip in addresses:  # ANY bad answer refuses: the resolver could hand out either one on connect
         check_address(ip, policy)
     return CheckedTarget(url=parsed.copy_with(fragment=None), addresses=addresses)
@@ -180,7 +249,30 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
     return []
 
 
-def _resolve(host: str, port: int) -> tuple[IPAddress, ...]:
+def _getaddrinfo(host: str, port: int, timeout: float) -> list:
+    """``socket.getaddrinfo`` bounded in time (the resolver has no timeout of its own we control):
+    the lookup runs in a daemon thread and is abandoned after ``timeout`` (capped by the deadline)."""
+    left = remaining()
+    limit = max(0.0, min(timeout, left)) if left is not None else timeout
+    outcome: dict[str, Any] = {}
+
+    def lookup() -> None:
+        try:
+            outcome["infos"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=lookup, name=f"resolve {host}", daemon=True)
+    worker.start()
+    worker.join(limit)
+    if worker.is_alive():
+        raise FetchError(f"could not resolve host {host!r}: no DNS answer within {limit:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["infos"]
+
+
+def _resolve(host: str, port: int, timeout: float = 5.0) -> tuple[IPAddress, ...]:
     try:
         literal = ipaddress.ip_address(host)
     except ValueError:
@@ -188,7 +280,7 @@ def _resolve(host: str, port: int) -> tuple[IPAddress, ...]:
     if literal is not None:
         return (literal,)
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        infos = _getaddrinfo(host, port, timeout)
     except (socket.gaierror, UnicodeError, OSError) as exc:
         raise FetchError(f"could not resolve host {host!r}: {exc}") from exc
     addresses: list[IPAddress] = []
@@ -217,7 +309,7 @@ def _open(client: httpx.Client, target: CheckedTarget, policy: FetchPolicy, *, a
         extensions["sni_hostname"] = url.raw_host.decode("ascii")
         # The pool keys connections by IP: never let another host name reuse a TLS session verified for this one.
         headers["Connection"] = "close"
-    timeout = httpx.Timeout(policy.read_timeout, connect=policy.connect_timeout)
+    timeout = httpx.Timeout(policy.read_timeout, connect=policy.connect_timeout, pool=policy.connect_timeout)
     last_error: httpx.ConnectError | None = None
     for ip in target.addresses:
         request = client.build_request(
@@ -229,8 +321,10 @@ def _open(client: httpx.Client, target: CheckedTarget, policy: FetchPolicy, *, a
             last_error = exc
             continue
         except httpx.TimeoutException as exc:
-            raise FetchError(f"timed out fetching {url} ({type(exc).__name__})") from exc
+            raise _timed_out(url, policy, exc) from exc
         except httpx.HTTPError as exc:
+            if expired():
+                raise _timed_out(url, policy, exc) from exc
             raise FetchError(f"error fetching {url}: {exc or type(exc).__name__}") from exc
         try:
             yield response
@@ -238,6 +332,12 @@ def _open(client: httpx.Client, target: CheckedTarget, policy: FetchPolicy, *, a
             response.close()
         return
     raise FetchError(f"could not connect to {url.host}: {last_error}")
+
+
+def _timed_out(url: httpx.URL, policy: FetchPolicy, exc: Exception) -> FetchError:
+    if expired():
+        return FetchError(f"timed out fetching {url}: exceeded the total deadline of {policy.total_timeout:g} s")
+    return FetchError(f"timed out fetching {url} ({type(exc).__name__})")
 
 
 def _is_ip_literal(host: str) -> bool:
@@ -254,25 +354,34 @@ def _client_for(policy: FetchPolicy, client: httpx.Client | None) -> Iterator[ht
         yield client
         return
     # trust_env=False: requests must go straight to the checked address, not through an HTTP(S)_PROXY.
-    with httpx.Client(follow_redirects=False, trust_env=False) as own:
+    # The deadline transport caps every socket operation by the fetch's total deadline.
+    with deadline_client(follow_redirects=False, trust_env=False) as own:
         yield own
 
 
-def _read_capped(response: httpx.Response, max_bytes: int, url: httpx.URL) -> tuple[bytes, bool]:
-    """Read at most ``max_bytes`` of the (decompressed) body; True when more was available."""
+def _read_capped(response: httpx.Response, policy: FetchPolicy, url: httpx.URL) -> tuple[bytes, bool]:
+    """Read at most ``max_bytes`` of the (decompressed) body; True when more was available.
+    Checks the total deadline after every chunk too (a caller's own client has no deadline transport)."""
+    max_bytes = policy.max_bytes
     chunks: list[bytes] = []
     size = 0
     try:
         for chunk in response.iter_bytes():
+            if expired():
+                raise _timed_out(url, policy, TimeoutError())
             if size + len(chunk) > max_bytes:
                 chunks.append(chunk[: max_bytes - size])
                 return b"".join(chunks), True
             chunks.append(chunk)
             size += len(chunk)
     except httpx.TimeoutException as exc:
-        raise FetchError(f"timed out reading {url} ({type(exc).__name__})") from exc
+        raise _timed_out(url, policy, exc) from exc
     except httpx.HTTPError as exc:
+        if expired():
+            raise _timed_out(url, policy, exc) from exc
         raise FetchError(f"error reading {url}: {exc or type(exc).__name__}") from exc
+    if expired():  # the last read may have returned just as the deadline passed
+        raise _timed_out(url, policy, TimeoutError())
     return b"".join(chunks), False
 
 
@@ -359,7 +468,7 @@ def _get(
                 continue
             if response.status_code >= 400 or not (any_type or _is_supported(_media_type(response))):
                 return response, b"", False, redirects
-            body, truncated = _read_capped(response, policy.max_bytes, target.url)
+            body, truncated = _read_capped(response, policy, target.url)
             return response, body, truncated, redirects
 
 
@@ -375,7 +484,7 @@ def fetch_url(url: str, policy: FetchPolicy | None = None, client: httpx.Client 
     (robots.txt, HTTP status >= 400, unsupported content, timeouts, connection errors).
     """
     policy = policy or FetchPolicy()
-    with _client_for(policy, client) as http:
+    with deadline(policy.total_timeout), _client_for(policy, client) as http:
         accept = "text/html,application/xhtml+xml,text/plain;q=0.9,text/markdown;q=0.9,application/pdf;q=0.8,*/*;q=0.1"
         response, body, truncated, redirects = _get(url, policy, http, accept=accept)
     final_url = redirects[-1] if redirects else str(httpx.URL(url.strip()).copy_with(fragment=None))

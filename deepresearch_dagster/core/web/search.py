@@ -12,27 +12,29 @@ import email.utils
 import html
 import logging
 import math
-import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import httpx
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, SecretStr
 
+from ..config import SearchSettings
+from ..errors import RateLimitedError, SearchError
+from .deadline import deadline, deadline_client
 from .urls import dedupe_by_url, normalize_url
 
 logger = logging.getLogger("deepresearch.web.search")
 
-DEFAULT_TIMEOUT_S = 15.0
-DEFAULT_PROVIDER_ORDER = "tavily,brave,searxng,serpapi"
+DEFAULT_TIMEOUT_S = SearchSettings().timeout_s
 USER_AGENT = "deepresearch-dagster/0.1 (+search)"
 # Providers cap results per request; asking for more is an error on some of them.
 MAX_RESULTS_CAP = 20
-TAVILY_URL = "https://api.tavily.com"
-BRAVE_URL = "https://api.search.brave.com"
-SERPAPI_URL = "https://serpapi.com"
+# Public endpoints: the defaults of the configuration (core/config.py SearchSettings).
+TAVILY_URL = SearchSettings().tavily_base_url
+BRAVE_URL = SearchSettings().brave_base_url
+SERPAPI_URL = SearchSettings().serpapi_base_url
 
 
 class SearchResult(BaseModel):
@@ -44,14 +46,12 @@ class SearchResult(BaseModel):
     provider: str
 
 
-class SearchError(Exception):
-    """A search failed; the message is safe to show to a user (and to a model)."""
+class SearchOutcome(BaseModel):
+    """One fallback search: the results, the provider that answered, and who failed before it."""
 
-
-class RateLimitedError(SearchError):
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
+    results: list[SearchResult]
+    provider: str
+    failures: list[str] = Field(default_factory=list)
 
 
 @runtime_checkable
@@ -139,7 +139,8 @@ class _HTTPProvider:
         self._api_key = (api_key or "").strip() or None
         self.timeout = timeout
         self._owns_client = client is None
-        self._client = client or httpx.Client(timeout=timeout, headers={"User-Agent": USER_AGENT})
+        # The deadline client bounds each call's total time, not just each socket read (slow trickles).
+        self._client = client or deadline_client(timeout=timeout, headers={"User-Agent": USER_AGENT})
 
     def __repr__(self) -> str:  # the default repr would be fine today; this keeps keys out of it for good
         return f"{type(self).__name__}(base_url={self._shown_base!r})"
@@ -168,9 +169,10 @@ class _HTTPProvider:
     ) -> Any:
         url = f"{self._shown_base}{path}"
         try:
-            response = self._client.request(
-                method, f"{self.base_url}{path}", params=params, json=json, headers=headers, timeout=self.timeout
-            )
+            with deadline(self.timeout):  # connect + whole response within `timeout`, however it trickles
+                response = self._client.request(
+                    method, f"{self.base_url}{path}", params=params, json=json, headers=headers, timeout=self.timeout
+                )
         except httpx.TimeoutException:
             raise SearchError(f"{self.label}: request timed out after {self.timeout:g}s ({url}).") from None
         except httpx.HTTPError as exc:
@@ -410,8 +412,9 @@ def _install_httpx_log_redaction() -> None:
 class FallbackSearch:
     """Tries providers in order and returns the first success, normalized and deduplicated.
 
-    After each call ``last_provider`` names the provider that answered (None if all failed) and
-    ``failures`` holds one safe line per provider that failed before it.
+    ``search`` returns a :class:`SearchOutcome` naming the provider that answered and one safe
+    line per provider that failed before it. Nothing is kept on the instance, so concurrent
+    breadth searches can share one ``FallbackSearch``.
     """
 
     name = "fallback"
@@ -420,13 +423,10 @@ class FallbackSearch:
         if not providers:
             raise SearchError(f"No web search provider is configured. {CONFIGURE_HINT}")
         self.providers = list(providers)
-        self.last_provider: str | None = None
-        self.failures: list[str] = []
 
-    def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
+    def search(self, query: str, max_results: int = 5) -> SearchOutcome:
         query, max_results = _check_request(query, max_results)
-        self.last_provider = None
-        self.failures = []
+        failures: list[str] = []
         # Ask for more than needed: duplicates removed below would otherwise leave the caller short.
         # The providers bill per request, not per result, so the extra rows cost nothing.
         fetch = max(max_results, min(2 * max_results, MAX_RESULTS_CAP))
@@ -434,13 +434,14 @@ class FallbackSearch:
             try:
                 results = provider.search(query, fetch)
             except (SearchError, httpx.HTTPError) as exc:  # HTTPError: third-party providers that don't map errors
-                self.failures.append(f"{provider.name}: {exc}")
+                failures.append(f"{provider.name}: {exc}")
                 logger.info("search provider %s failed: %s", provider.name, exc)
                 continue
-            self.last_provider = provider.name
             normalized = [r.model_copy(update={"url": normalize_url(r.url)}) for r in results]
-            return dedupe_by_url(normalized)[:max_results]
-        raise SearchError("All search providers failed: " + "; ".join(self.failures))
+            return SearchOutcome(
+                results=dedupe_by_url(normalized)[:max_results], provider=provider.name, failures=failures
+            )
+        raise SearchError("All search providers failed: " + "; ".join(failures))
 
     def close(self) -> None:
         for provider in self.providers:
@@ -449,34 +450,26 @@ class FallbackSearch:
                 close()
 
 
-# --- configuration from the environment --------------------------------------------------------
+# --- configuration ----------------------------------------------------------------------------
 
-PROVIDER_NAMES = ("tavily", "brave", "searxng", "serpapi")
 CONFIGURE_HINT = "Set TAVILY_API_KEY, BRAVE_API_KEY, SERPAPI_API_KEY or SEARXNG_URL."
 
 
-def providers_from_env(env: Mapping[str, str] = os.environ, timeout: float = DEFAULT_TIMEOUT_S) -> list[SearchProvider]:
-    """Configured providers in ``DEEPRESEARCH_SEARCH_PROVIDERS`` order; unconfigured ones are skipped."""
-    names = [n.strip().lower() for n in (env.get("DEEPRESEARCH_SEARCH_PROVIDERS") or DEFAULT_PROVIDER_ORDER).split(",")]
-    names = list(dict.fromkeys(n for n in names if n))
-    unknown = [n for n in names if n not in PROVIDER_NAMES]
-    if unknown:
-        raise SearchError(
-            f"Unknown search provider(s) in DEEPRESEARCH_SEARCH_PROVIDERS: {', '.join(unknown)}; "
-            f"choose from {', '.join(PROVIDER_NAMES)}."
-        )
+def providers_from_settings(search: SearchSettings) -> list[SearchProvider]:
+    """Configured providers in ``search.providers`` order; unconfigured ones are skipped."""
 
-    def value(var: str) -> str | None:
-        return (env.get(var) or "").strip() or None
+    def secret(value: SecretStr | None) -> str | None:
+        return (value.get_secret_value().strip() or None) if value is not None else None
 
+    timeout = search.timeout_s
     providers: list[SearchProvider] = []
-    for name in names:
-        if name == "tavily" and (key := value("TAVILY_API_KEY")):
-            providers.append(TavilySearch(key, base_url=value("TAVILY_BASE_URL") or TAVILY_URL, timeout=timeout))
-        elif name == "brave" and (key := value("BRAVE_API_KEY")):
-            providers.append(BraveSearch(key, base_url=value("BRAVE_BASE_URL") or BRAVE_URL, timeout=timeout))
-        elif name == "searxng" and (url := value("SEARXNG_URL")):
+    for name in search.providers:
+        if name == "tavily" and (key := secret(search.tavily_api_key)):
+            providers.append(TavilySearch(key, base_url=search.tavily_base_url, timeout=timeout))
+        elif name == "brave" and (key := secret(search.brave_api_key)):
+            providers.append(BraveSearch(key, base_url=search.brave_base_url, timeout=timeout))
+        elif name == "searxng" and (url := secret(search.searxng_url)):
             providers.append(SearXNGSearch(url, timeout=timeout))
-        elif name == "serpapi" and (key := value("SERPAPI_API_KEY")):
-            providers.append(SerpAPISearch(key, base_url=value("SERPAPI_BASE_URL") or SERPAPI_URL, timeout=timeout))
+        elif name == "serpapi" and (key := secret(search.serpapi_api_key)):
+            providers.append(SerpAPISearch(key, base_url=search.serpapi_base_url, timeout=timeout))
     return providers

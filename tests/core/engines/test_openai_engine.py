@@ -7,6 +7,7 @@ import json
 import pytest
 
 from deepresearch_dagster.core.config import DEFAULT_MODELS
+from deepresearch_dagster.core.context import make_engine
 from deepresearch_dagster.core.llm.engine import EngineError
 from deepresearch_dagster.core.llm.openai_engine import OpenAIEngine, RetryPolicy
 
@@ -106,5 +107,181 @@ def test_settings_give_each_role_its_temperature(monkeypatch):
 
     monkeypatch.setenv("DEEPRESEARCH_TEMPERATURE", "0.2")
     monkeypatch.setenv("DEEPRESEARCH_TEMPERATURE_REPORTER", "0.6")
-    eng = ResearchSettings.from_env(engine="openai").make_engine()
+    eng = make_engine(ResearchSettings.from_env(engine="openai"))
     assert eng.temperature == {"planner": 0.2, "researcher": 0.2, "compressor": 0.2, "critic": 0.2, "reporter": 0.6}
+
+
+# --- capability negotiation, wire format, truncation, timeouts (issue 10) ---------------------
+from tests.fakes.openai_server import FakeOpenAIServer, alternation_error, role_of  # noqa: E402
+
+RESEARCHER = [
+    {"role": "system", "content": "ROLE: researcher\nDo the step."},
+    {"role": "user", "content": "Current step 1: Basics\nFind the basics."},
+    {"role": "assistant", "content": '{"summary_title": "a"}'},
+    {"role": "assistant", "content": '{"summary_title": "b"}'},
+]
+TOOLS = [{"type": "function", "function": {"name": "local_search", "parameters": {"type": "object"}}}]
+
+
+def test_llamacpp_500_on_json_schema_steps_down_once_per_process():
+    with FakeOpenAIServer(mode="llamacpp") as server:
+        eng = engine(server)
+        completion = ask(eng)
+        assert json.loads(completion.text)["plan_title"]
+        assert [r["response_format"]["type"] for r in server.requests] == ["json_schema", "json_object"]
+        assert server.requests[1]["response_format"]["schema"] == SCHEMA  # llama.cpp's grammar form
+        [fallback] = completion.attempts
+        assert fallback.status == "format_fallback" and "Input should be 'text' or 'json_object'" in fallback.error
+        # Learned for the process: a new engine on the same server and model does not probe again.
+        ask(engine(server))
+        assert len(server.requests) == 3 and server.stats()["rejected"] == 1
+        assert eng.capabilities[DEFAULT_MODELS["planner"]]["response_format"] == "json_object_schema"
+
+
+def test_format_ladder_ends_in_a_non_retryable_error():
+    rejected = {"status": 500, "error": {"message": "response_format is not supported"}}
+    with FakeOpenAIServer() as server:
+        server.script("planner", *[rejected] * 3)
+        with pytest.raises(EngineError) as info:
+            ask(engine(server, response_format="json_object"))
+        formats = [r.get("response_format", {}).get("type") for r in server.requests]
+        assert formats == ["json_object", None]  # json_object, then plain text, then give up
+        assert info.value.retryable is False
+        assert "response_format is not supported" in str(info.value)
+
+
+def test_deterministic_errors_are_never_retried():
+    for error in (
+        {"status": 400, "error": {"message": "model 'x' does not exist"}},
+        {"status": 422, "error": {"message": "1 validation error: temperature"}},
+        {"status": 500, "error": {"message": "Jinja template error: unknown filter"}},
+    ):
+        with FakeOpenAIServer() as server:
+            server.script("researcher", error)
+            with pytest.raises(EngineError) as info:
+                engine(server).complete("researcher", RESEARCHER[:2], {}, tools=TOOLS)
+            assert len(server.requests) == 1 and info.value.retryable is False
+            assert error["error"]["message"] in str(info.value)
+
+
+def test_transient_errors_raise_retryable():
+    with FakeOpenAIServer() as server:
+        server.script("planner", {"status": 503}, {"status": 503})
+        with pytest.raises(EngineError) as info:
+            ask(engine(server, max_attempts=2))
+        assert info.value.retryable is True and len(server.requests) == 2
+
+
+def test_messages_alternate_for_strict_templates():
+    with FakeOpenAIServer(mode="strict_alternation") as server:
+        eng = engine(server)
+        completion = eng.complete("researcher", RESEARCHER, {}, tools=TOOLS)
+        assert completion.text == "Step complete." and len(server.requests) == 1
+        sent = server.requests[0]["messages"]
+        assert [m["role"] for m in sent] == ["system", "user", "assistant", "user", "assistant", "user"]
+        # One assistant message per injected summary, verbatim (seed 000 §6).
+        assert [m["content"] for m in sent if m["role"] == "assistant"] == [m["content"] for m in RESEARCHER[2:]]
+        reporter = [
+            {"role": "system", "content": "ROLE: reporter\nWrite."},
+            {"role": "user", "content": "Working memory: ..."},
+            {"role": "user", "content": "Write the section: Summary"},
+        ]
+        eng.complete("reporter", reporter, {}, json_schema=SCHEMA)
+        assert [m["role"] for m in server.requests[1]["messages"]] == ["system", "user"]
+        assert server.stats()["rejected"] == 0
+
+
+def test_system_prompt_is_folded_when_the_template_has_no_system_role():
+    with FakeOpenAIServer(mode="no_system") as server:
+        eng = engine(server)
+        ask(eng)
+        ask(eng)
+        first, folded, again = server.requests
+        assert first["messages"][0]["role"] == "system"
+        assert [m["role"] for m in folded["messages"]] == ["user"]
+        assert role_of(folded) == "planner"  # the ROLE marker survives the fold
+        assert folded["messages"][0]["content"].startswith(SYSTEM["content"])
+        assert [m["role"] for m in again["messages"]] == ["user"]
+
+
+def test_alternation_error_with_a_system_message_folds_then_gives_up():
+    alternate = {"status": 500, "error": {"message": "Conversation roles must alternate user/assistant/user/..."}}
+    with FakeOpenAIServer() as server:
+        server.script("planner", alternate, alternate)
+        with pytest.raises(EngineError) as info:
+            ask(engine(server))
+        assert len(server.requests) == 2 and info.value.retryable is False
+        assert "chat template" in str(info.value)
+        assert [a.status for a in info.value.attempts] == ["format_fallback", "error"]
+
+
+def test_rejected_tools_skip_tools_only_calls():
+    with FakeOpenAIServer(mode="no_tools") as server:
+        eng = engine(server)
+        first = eng.complete("researcher", RESEARCHER, {}, tools=TOOLS)
+        assert first.skipped and not first.tool_calls and first.text == ""
+        assert [a.status for a in first.attempts] == ["format_fallback"]
+        second = eng.complete("researcher", RESEARCHER, {}, tools=TOOLS)
+        assert second.skipped and second.attempts == []
+        assert len(server.requests) == 1  # learned once, never asked again
+        assert eng.capabilities[DEFAULT_MODELS["researcher"]]["tools"] is False
+        ask(eng)  # structured calls are unaffected
+        assert len(server.requests) == 2
+
+
+def test_truncated_structured_answer_is_retried_once_with_more_tokens():
+    with FakeOpenAIServer(mode="truncating", truncate_need=1000) as server:
+        completion = ask(engine(server, max_tokens={"planner": 600}))
+        assert not completion.truncated and json.loads(completion.text)
+        assert [r["max_tokens"] for r in server.requests] == [600, 1200]
+        assert [a.status for a in completion.attempts] == ["truncated"]
+        assert completion.completion_tokens == 14  # both answers are paid for
+    with FakeOpenAIServer(mode="truncating", truncate_need=5000) as server:
+        completion = ask(engine(server, max_tokens={"planner": 600}))
+        assert completion.truncated and completion.finish_reason == "length"
+        assert len(server.requests) == 2
+
+
+def test_a_shrink_is_carried_into_later_requests():
+    overflow = {"status": 400, "error": {"message": "maximum context length exceeded"}}
+    with FakeOpenAIServer() as server:
+        server.script("planner", overflow)
+        eng = engine(server)
+        big = "x" * 10_000
+        ask(eng, big)
+        # A repair round: the same prompt plus the answer and a correction.
+        repair = [SYSTEM, {"role": "user", "content": big}, {"role": "assistant", "content": "{}"}]
+        eng.complete("planner", [*repair, {"role": "user", "content": "fix it"}], {}, json_schema=SCHEMA)
+        assert len(server.requests) == 3
+        assert len(server.requests[2]["messages"][1]["content"]) < 5_100
+
+
+def test_timeout_scales_with_max_tokens_and_doubles_after_a_timeout():
+    with FakeOpenAIServer(mode="slow_ignore_disconnect", first_s=1.2) as server:
+        eng = engine(server, timeout=0.8, tokens_per_s=1000.0, max_tokens={"planner": 100})
+        assert eng.timeout_for(100) == pytest.approx(0.9)
+        assert eng.timeout_for(None) == 0.8
+        completion = ask(eng)
+        assert [a.status for a in completion.attempts] == ["retry"]
+        assert len(server.requests) == 2  # the retry waited behind the abandoned generation
+        assert server.stats()["abandoned"] == 1
+    assert OpenAIEngine(models={}, timeout=10, tokens_per_s=20).timeout_for(4000) == 210
+
+
+def test_normalized_conversations_never_repeat_a_role():
+    import random
+
+    from deepresearch_dagster.core.llm.openai_engine import normalize_messages
+
+    rng = random.Random(7)
+    for _ in range(500):
+        messages = [
+            {"role": rng.choice(["system", "user", "assistant"]), "content": f"m{i}"} for i in range(rng.randint(1, 8))
+        ]
+        for fold in (False, True):
+            sent = normalize_messages(messages, fold_system=fold)
+            assert alternation_error(sent) is None, (messages, sent)
+            assert sent[-1]["role"] == "user"
+            assert not fold or all(m["role"] != "system" for m in sent)
+            text = "\n".join(m["content"] for m in sent)
+            assert all(m["content"] in text for m in messages)  # nothing lost

@@ -86,7 +86,8 @@ def fake_dns(monkeypatch: pytest.MonkeyPatch) -> FakeDNS:
         ("127.0.0.1", "loopback"),
         ("127.8.9.10", "loopback"),
         ("::1", "loopback"),
-        ("169.254.169.254", "link-local"),
+        ("169.254.169.254", "cloud metadata"),
+        ("169.254.1.1", "link-local"),
         ("10.0.0.1", "private"),
         ("172.16.5.4", "private"),
         ("192.168.1.1", "private"),
@@ -102,16 +103,17 @@ def fake_dns(monkeypatch: pytest.MonkeyPatch) -> FakeDNS:
         ("ff02::1", "multicast"),
         ("::ffff:10.0.0.1", "private"),  # IPv4-mapped
         ("::ffff:127.0.0.1", "loopback"),
-        ("::ffff:169.254.169.254", "link-local"),
+        ("::ffff:169.254.169.254", "cloud metadata"),
         ("::10.0.0.1", "private"),  # IPv4-compatible
-        ("64:ff9b::a9fe:a9fe", "link-local"),  # NAT64 of 169.254.169.254
+        ("64:ff9b::a9fe:a9fe", "cloud metadata"),  # NAT64 of 169.254.169.254
         ("2002:0a00:0001::", "private"),  # 6to4 of 10.0.0.1
         ("2002:7f00:0001::1", "loopback"),  # 6to4 of 127.0.0.1
         ("2001:0:4136:e378:8000:63bf:f5ff:fffe", "private"),  # Teredo client 10.0.0.1
         ("93.184.216.34", None),
         ("8.8.8.8", None),
         ("::ffff:8.8.8.8", None),
-        ("2002:5db8:d822::", None),  # 6to4 of 93.184.216.34
+        ("2002:5db8:d822::", "6to4"),  # 6to4 of 93.184.216.34: deprecated, in the special-purpose registry
+        ("64:ff9b::808:808", None),  # NAT64 of 8.8.8.8 (DNS64 on IPv6-only networks)
         ("2606:4700:4700::1111", None),
     ],
 )
@@ -131,7 +133,8 @@ def test_policy_switches_are_separate() -> None:
     ]
     assert [is_address_allowed(ip, LOOPBACK) for ip in (loopback, metadata, private)] == [True, False, False]
     only_private = FetchPolicy(allow_private=True)
-    assert [is_address_allowed(ip, only_private) for ip in (loopback, metadata, private)] == [False, True, True]
+    # Cloud metadata stays refused whatever the switches say.
+    assert [is_address_allowed(ip, only_private) for ip in (loopback, metadata, private)] == [False, False, True]
     # Never a valid HTTP target, whatever the switches say.
     everything = FetchPolicy(allow_loopback=True, allow_private=True)
     assert not is_address_allowed(ipaddress.ip_address("0.0.0.0"), everything)
@@ -279,7 +282,7 @@ def test_redirect_chain_is_followed_and_recorded(site: FakeWebsite) -> None:
 @pytest.mark.parametrize(
     ("path", "message"),
     [
-        ("/redirect/metadata", r"link-local address 169\.254\.169\.254"),
+        ("/redirect/metadata", r"cloud metadata address 169\.254\.169\.254"),
         ("/redirect/private", r"private address 10\.0\.0\.1"),
         ("/redirect/ftp", "scheme 'ftp'"),
     ],

@@ -9,6 +9,8 @@ from email.utils import formatdate
 import httpx
 import pytest
 
+from deepresearch_dagster.core.config import load_settings
+from deepresearch_dagster.core.errors import ConfigError
 from deepresearch_dagster.core.web.search import (
     BraveSearch,
     FallbackSearch,
@@ -20,7 +22,7 @@ from deepresearch_dagster.core.web.search import (
     SerpAPISearch,
     TavilySearch,
     parse_retry_after,
-    providers_from_env,
+    providers_from_settings,
 )
 from tests.fakes.search_servers import CANNED, FakeSearchServer, Provider
 
@@ -321,13 +323,14 @@ def test_fallback_skips_rate_limited_and_broken_providers(server: FakeSearchServ
     server.set_mode("brave", "server_error")
     search = FallbackSearch([make(p, server.base_url) for p in ALL])
 
-    results = search.search("solid state", max_results=3)
+    outcome = search.search("solid state", max_results=3)
+    results = outcome.results
 
-    assert search.last_provider == "searxng"
+    assert outcome.provider == "searxng"
     assert {r.provider for r in results} == {"searxng"}
-    assert len(search.failures) == 2
-    assert search.failures[0].startswith("tavily: ") and "retry after 3s" in search.failures[0]
-    assert search.failures[1].startswith("brave: ") and "HTTP 500" in search.failures[1]
+    assert len(outcome.failures) == 2
+    assert outcome.failures[0].startswith("tavily: ") and "retry after 3s" in outcome.failures[0]
+    assert outcome.failures[1].startswith("brave: ") and "HTTP 500" in outcome.failures[1]
     # SerpAPI was never asked, the others once each, in order
     assert [r.provider for r in server.requests] == ["tavily", "brave", "searxng"]
 
@@ -335,7 +338,8 @@ def test_fallback_skips_rate_limited_and_broken_providers(server: FakeSearchServ
 def test_fallback_normalizes_dedupes_and_truncates(server: FakeSearchServer) -> None:
     search = FallbackSearch([make("serpapi", server.base_url)])
 
-    results = search.search("solid state", max_results=10)
+    outcome = search.search("solid state", max_results=10)
+    results = outcome.results
     assert [r.url for r in results] == [
         "https://example.com/solid-state?a=1&b=2",
         "https://news.example.org/article?id=7",
@@ -345,9 +349,9 @@ def test_fallback_normalizes_dedupes_and_truncates(server: FakeSearchServer) -> 
     # the first occurrence wins, with its own title and score
     assert results[0].title == "Solid-state batteries explained"
     assert results[0].score == 1.0
-    assert search.failures == []
+    assert outcome.failures == []
 
-    assert [r.url for r in search.search("solid state", max_results=2)] == [
+    assert [r.url for r in search.search("solid state", max_results=2).results] == [
         "https://example.com/solid-state?a=1&b=2",
         "https://news.example.org/article?id=7",
     ]
@@ -366,24 +370,59 @@ def test_fallback_all_fail(server: FakeSearchServer) -> None:
     for name in ("tavily:", "brave:", "searxng:", "serpapi:", "SERPAPI_API_KEY"):
         assert name in message
     assert not any(key in message for key in KEYS.values())
-    assert search.last_provider is None
-    assert len(search.failures) == 4
+    assert message.count("; ") >= 3  # one line per provider
 
 
 def test_fallback_state_resets_between_calls(server: FakeSearchServer) -> None:
     server.set_mode("tavily", "server_error")
     search = FallbackSearch([make("tavily", server.base_url), make("brave", server.base_url)])
-    search.search("q")
-    assert (search.last_provider, len(search.failures)) == ("brave", 1)
+    outcome = search.search("q")
+    assert (outcome.provider, len(outcome.failures)) == ("brave", 1)
 
     server.set_mode("tavily", "ok")
-    search.search("q")
-    assert (search.last_provider, search.failures) == ("tavily", [])
+    outcome = search.search("q")
+    assert (outcome.provider, outcome.failures) == ("tavily", [])
+
+
+def test_concurrent_searches_each_report_their_own_provider() -> None:
+    """One FallbackSearch shared by concurrent breadth searches: each web_search output (what
+    becomes the raw artifact) names the provider that answered *that* call and its failures."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from deepresearch_dagster.core.tools.web_tools import WebSearchArgs, search_tool
+
+    class Scripted:
+        def __init__(self, name: str, fails_on_odd: bool) -> None:
+            self.name, self.fails_on_odd, self.lock = name, fails_on_odd, threading.Lock()
+
+        def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
+            time.sleep(0.01)  # overlap the calls
+            if self.fails_on_odd and int(query.removeprefix("q")) % 2:
+                raise SearchError(f"{self.name}: HTTP 500 for {query}")
+            return [
+                SearchResult(url=f"https://{self.name}.example/{query}", title=query, snippet="", provider=self.name)
+            ]
+
+    tool = search_tool(FallbackSearch([Scripted("tavily", True), Scripted("brave", False)]))
+    with ThreadPoolExecutor(8) as pool:
+        outputs = list(pool.map(lambda i: tool.run(WebSearchArgs(query=f"q{i}")).content, range(32)))
+    for i, content in enumerate(outputs):
+        expected = "brave" if i % 2 else "tavily"
+        assert content["provider"] == expected, (i, content)
+        assert [r["provider"] for r in content["results"]] == [expected]
+        assert content["provider_failures"] == ([f"tavily: tavily: HTTP 500 for q{i}"] if i % 2 else [])
 
 
 def test_fallback_needs_a_provider() -> None:
     with pytest.raises(SearchError, match="TAVILY_API_KEY"):
         FallbackSearch([])
+
+
+def providers_from_env(env: dict[str, str]) -> list[SearchProvider]:
+    """The configuration module reads the variables; the search module builds providers."""
+    return providers_from_settings(load_settings(env=env).search)
 
 
 # --- configuration from the environment --------------------------------------------------------
@@ -422,14 +461,14 @@ def test_providers_from_env_custom_order_and_base_url_overrides(
 
     server.set_mode("brave", "rate_limit")
     search = FallbackSearch(providers)
-    results = search.search("q", max_results=3)
-    assert search.last_provider == "serpapi"
-    assert len(results) == 3
+    outcome = search.search("q", max_results=3)
+    assert outcome.provider == "serpapi"
+    assert len(outcome.results) == 3
     assert [r.provider for r in server.requests] == ["brave", "serpapi"]
     assert server.requests[1].path == "/search.json"
     search.close()
 
 
 def test_providers_from_env_rejects_unknown_names() -> None:
-    with pytest.raises(SearchError, match=r"bing.*DEEPRESEARCH_SEARCH_PROVIDERS|DEEPRESEARCH_SEARCH_PROVIDERS.*bing"):
+    with pytest.raises(ConfigError, match=r"bing.*DEEPRESEARCH_SEARCH_PROVIDERS|DEEPRESEARCH_SEARCH_PROVIDERS.*bing"):
         providers_from_env({"DEEPRESEARCH_SEARCH_PROVIDERS": "tavily,bing", "TAVILY_API_KEY": "k"})

@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from deepresearch_dagster.core.errors import ArtifactIntegrityError
 from deepresearch_dagster.core.store.artifacts import (
     ArtifactAccessError,
     ArtifactReader,
@@ -57,3 +58,27 @@ def test_grep_treats_invalid_regex_as_literal(tmp_path):
     store = ArtifactStore(tmp_path, "k")
     store.write_raw("p", "one.txt", "cost [usd\n")
     assert ArtifactReader(store.raw_dir("p")).grep("[usd")[0]["line"] == 1
+
+
+def test_read_verified_returns_the_bytes_or_raises_on_a_missing_or_changed_file(tmp_path):
+    store = ArtifactStore(tmp_path, "k")
+    stored = store.write_raw("p", "a.txt", "hello\n")
+    assert store.read_verified(stored.relpath, stored.sha256) == b"hello\n"
+    assert store.verify(stored.relpath, stored.sha256) is True
+
+    (tmp_path / stored.relpath).write_text("tampered")
+    with pytest.raises(ArtifactIntegrityError, match="changed"):
+        store.read_verified(stored.relpath, stored.sha256)
+    assert store.verify(stored.relpath, stored.sha256) is False
+
+    (tmp_path / stored.relpath).unlink()
+    with pytest.raises(ArtifactIntegrityError, match="missing"):
+        store.read_verified(stored.relpath, stored.sha256)
+    assert store.verify(stored.relpath, stored.sha256) is None
+
+
+def test_read_verified_is_confined_to_the_research(tmp_path):
+    other = ArtifactStore(tmp_path, "other").write_raw("p", "a.txt", "x")
+    with pytest.raises(ArtifactAccessError):
+        ArtifactStore(tmp_path, "k").read_verified(other.relpath, other.sha256)
+    assert ArtifactStore(tmp_path, "k").verify(other.relpath, other.sha256) is None

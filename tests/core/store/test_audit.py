@@ -7,12 +7,15 @@ import json
 import duckdb
 import pytest
 
-from deepresearch_dagster.core.store import audit
 from deepresearch_dagster.core.config import ResearchSettings
+from deepresearch_dagster.core.errors import ConfigError
+from deepresearch_dagster.core.llm.pricing import DEFAULT_PRICES, Price, cost_usd, parse_prices, price_for
 from deepresearch_dagster.core.pipeline import run_research
+from deepresearch_dagster.core.store import audit
 from deepresearch_dagster.core.store.lineage import LineageStore
 
 KEY = "k-1"
+PRICES = DEFAULT_PRICES
 
 
 def _store(tmp_path) -> LineageStore:
@@ -45,25 +48,31 @@ def _tool(lineage: LineageStore, call_id: str, tool: str, status: str, latency: 
 
 
 def test_price_lookup_prefers_exact_then_longest_dated_prefix():
-    assert audit.price_for("gpt-4o") == audit.PRICES["gpt-4o"]
-    assert audit.price_for("gpt-4o-mini-2024-07-18") == audit.PRICES["gpt-4o-mini"]
-    assert audit.price_for("gpt-4o-2024-08-06") == audit.PRICES["gpt-4o"]
-    assert audit.price_for("llama-local") is None
-    assert audit.cost_usd("gpt-4o-mini", 1_000_000, 1_000_000) == pytest.approx(0.75)
+    assert price_for("gpt-4o", PRICES) == PRICES["gpt-4o"]
+    assert price_for("gpt-4o-mini-2024-07-18", PRICES) == PRICES["gpt-4o-mini"]
+    assert price_for("gpt-4o-2024-08-06", PRICES) == PRICES["gpt-4o"]
+    assert price_for("llama-local", PRICES) is None
+    assert cost_usd("gpt-4o-mini", 1_000_000, 1_000_000, PRICES) == pytest.approx(0.75)
 
 
 def test_price_override_from_env_json_and_file(tmp_path, monkeypatch):
-    monkeypatch.setenv(audit.PRICES_ENV, '{"qwen2.5:7b": [0.1, 0.2], "gpt-4o": {"input": 1, "output": 2}}')
-    prices = audit.load_prices()
-    assert prices["qwen2.5:7b"] == audit.Price(input=0.1, output=0.2)
-    assert prices["gpt-4o"].output == 2 and prices["gpt-4o-mini"] == audit.PRICES["gpt-4o-mini"]
+    # The configured table (ResearchSettings.prices) is what the audit is given.
+    monkeypatch.setenv("DEEPRESEARCH_PRICES", '{"qwen2.5:7b": [0.1, 0.2], "gpt-4o": {"input": 1, "output": 2}}')
+    prices = ResearchSettings.from_env().prices
+    assert prices["qwen2.5:7b"] == Price(input=0.1, output=0.2)
+    assert prices["gpt-4o"].output == 2 and prices["gpt-4o-mini"] == PRICES["gpt-4o-mini"]
     path = tmp_path / "prices.json"
     path.write_text(json.dumps({"m": {"input": 3, "output": 4}}))
-    monkeypatch.setenv(audit.PRICES_ENV, str(path))
-    assert audit.load_prices()["m"].input == 3
-    monkeypatch.setenv(audit.PRICES_ENV, '{"m": {"input": -1, "output": 0}}')
-    with pytest.raises(audit.PriceConfigError):
-        audit.load_prices()
+    monkeypatch.setenv("DEEPRESEARCH_PRICES", str(path))
+    assert ResearchSettings.from_env().prices["m"].input == 3
+    monkeypatch.setenv("DEEPRESEARCH_PRICES", '{"m": {"input": -1, "output": 0}}')
+    with pytest.raises(ConfigError):
+        ResearchSettings.from_env()
+
+
+def test_audit_module_holds_no_price_table_of_its_own():
+    for name in ("PRICES", "PRICES_ENV", "PriceConfigError", "load_prices", "price_for", "cost_usd"):
+        assert not hasattr(audit, name), name
 
 
 def test_views_aggregate_tokens_cost_latency_and_failures(tmp_path):
@@ -105,18 +114,20 @@ def test_views_aggregate_tokens_cost_latency_and_failures(tmp_path):
     assert metrics[KEY]["cost_usd"] == pytest.approx(1.5 * 0.15 + 0.60 + 0.35)
     assert metrics["k-2"]["tool_calls"] == 0 and metrics["k-2"]["cost_usd"] == pytest.approx(2.5)
 
-    total = audit.metrics(lineage).totals
+    total = audit.metrics(lineage, PRICES).totals
     assert total["researches"] == 2 and total["researched"] == 1 and total["llm_calls"] == 5
     assert total["cost_usd"] == pytest.approx(1.5 * 0.15 + 0.60 + 0.35 + 2.5)
 
 
-def test_sync_prices_follows_configuration(tmp_path, monkeypatch):
+def test_sync_prices_follows_configuration(tmp_path):
     lineage = _store(tmp_path)
     lineage.register_request(KEY, "q?", {})
     _llm(lineage, "planner", "local-model", "ok", 1_000_000, 0)
-    assert audit.metrics(lineage).totals["cost_usd"] is None
-    monkeypatch.setenv(audit.PRICES_ENV, '{"local-model": [0.5, 0]}')
-    assert audit.metrics(lineage).totals["cost_usd"] == pytest.approx(0.5)
+    # Unknown models stay unpriced, never charged as another model.
+    assert audit.metrics(lineage, PRICES).totals["cost_usd"] is None
+    configured = {**PRICES, **parse_prices({"local-model": [0.5, 0]})}
+    assert audit.metrics(lineage, configured).totals["cost_usd"] == pytest.approx(0.5)
+    assert audit.metrics(lineage, PRICES).totals["cost_usd"] is None
 
 
 def test_views_exist_for_a_fresh_database_and_survive_reopening(tmp_path):
@@ -125,14 +136,14 @@ def test_views_exist_for_a_fresh_database_and_survive_reopening(tmp_path):
     with duckdb.connect(str(path), read_only=True) as conn:
         views = {r[0] for r in conn.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
         assert set(audit.AUDIT_VIEWS) <= views
-        assert conn.execute("SELECT count(*) FROM model_prices").fetchone()[0] == len(audit.PRICES)
+        assert conn.execute("SELECT count(*) FROM model_prices").fetchone()[0] == len(DEFAULT_PRICES)
 
 
 def test_audit_traces_every_citation_to_its_tool_call_and_raw_file(corpus_dir):
     settings = ResearchSettings.from_env(engine="offline", corpus_dir=str(corpus_dir))
     ctx, report = run_research("How do sodium-ion batteries work and what do they cost?", settings)
     lineage = LineageStore.at(settings.duckdb_file)
-    result = audit.audit_research(lineage, settings.artifacts_path, ctx.partition_key)
+    result = audit.audit_research(lineage, settings.artifacts_path, ctx.partition_key, settings.prices)
 
     assert report.citations and len(result.citations) == len(report.citations)
     for link, citation in zip(result.citations, report.citations, strict=True):
@@ -147,11 +158,11 @@ def test_audit_traces_every_citation_to_its_tool_call_and_raw_file(corpus_dir):
     # A raw file changed after the fact is flagged, not silently trusted.
     first = result.citations[0]
     (settings.artifacts_path / first.artifact_path).write_text("tampered")
-    again = audit.audit_research(lineage, settings.artifacts_path, ctx.partition_key)
+    again = audit.audit_research(lineage, settings.artifacts_path, ctx.partition_key, settings.prices)
     assert again.citations[0].artifact_verified is False and not again.citations[0].complete
 
     with pytest.raises(audit.UnknownPartition):
-        audit.audit_research(lineage, settings.artifacts_path, "no-such-partition")
+        audit.audit_research(lineage, settings.artifacts_path, "no-such-partition", settings.prices)
 
 
 def lineage_plan_steps(lineage: LineageStore, key: str):

@@ -1,0 +1,176 @@
+"""What every ``deepresearch`` command shares: exit codes, settings from flags, progress output.
+
+Exit codes: 0 success, 1 failed research/run (with where to look), 2 bad usage or bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import UsageError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+ENGINE_HELP = "offline (no network) or openai (OPENAI_API_KEY / OPENAI_BASE_URL); default: auto"
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "UsageError",
+    "figure",
+    "live_progress",
+    "progress_to_stderr",
+    "say",
+    "settings_from_args",
+]
+
+
+class _Waiting:
+    """The spinner's text: the latest progress line and the seconds since the command started
+    (computed at each refresh, so the clock moves during long model and tool waits)."""
+
+    def __init__(self, text: str) -> None:
+        self.started = time.monotonic()
+        self.text = text
+
+    def __rich__(self) -> Any:
+        from rich.text import Text
+
+        elapsed = int(time.monotonic() - self.started)
+        clock = f"{elapsed // 60}:{elapsed % 60:02d}"
+        return Text.assemble((self.text, "dim"), (f"  {clock}", "bold"), no_wrap=True, overflow="ellipsis")
+
+
+class _ProgressHandler(logging.Handler):
+    """Progress lines on stderr: one terminal line each (cut, never wrapped) above the spinner;
+    plain lines when stderr is not a terminal."""
+
+    def __init__(self, waiting: _Waiting | None) -> None:
+        super().__init__()
+        self.waiting = waiting
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = "  " + record.getMessage()
+        console = _stderr_console()
+        if console.is_terminal:
+            from rich.text import Text
+
+            console.print(Text(line, no_wrap=True, overflow="ellipsis"), crop=True)
+        else:
+            print(line, file=sys.stderr, flush=True)
+        if self.waiting is not None and record.levelno >= logging.INFO:
+            self.waiting.text = record.getMessage().strip()
+
+
+_CONSOLE: Any = None
+
+
+def _stderr_console() -> Any:
+    global _CONSOLE
+    if _CONSOLE is None:
+        from rich.console import Console
+
+        _CONSOLE = Console(stderr=True, highlight=False)
+    return _CONSOLE
+
+
+def progress_to_stderr(quiet: bool, verbose: bool = False, waiting: _Waiting | None = None) -> None:
+    """Route the engine's progress lines (logger ``deepresearch``) to stderr; ``verbose`` adds
+    the debug lines (full artifact names)."""
+    log = logging.getLogger("deepresearch")
+    log.setLevel(logging.DEBUG if verbose else logging.INFO)
+    log.propagate = False
+    for old in [h for h in log.handlers if isinstance(h, _ProgressHandler)]:
+        log.removeHandler(old)
+    if not quiet:
+        log.addHandler(_ProgressHandler(waiting))
+
+
+@contextmanager
+def live_progress(quiet: bool, verbose: bool, text: str) -> Iterator[None]:
+    """Progress lines plus, on a terminal, a spinner with the elapsed time until the block ends."""
+    console = _stderr_console()
+    if quiet or not console.is_terminal:
+        progress_to_stderr(quiet, verbose)
+        yield
+        return
+    from rich.live import Live
+    from rich.spinner import Spinner
+
+    waiting = _Waiting(text)
+    progress_to_stderr(quiet, verbose, waiting)
+    with Live(Spinner("dots", text=waiting), console=console, refresh_per_second=8, transient=True):
+        yield
+
+
+def say(message: str) -> None:
+    """One status line on stderr, at once (before any slow import)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def figure(value: float | int | None, unit: str = "", digits: int = 0) -> str:
+    """``63,190 tokens``, ``$0.0123``, ``12.5 s``: thousands separators and a unit, never 6.3e+04."""
+    if value is None:
+        return "—"
+    if unit == "$":
+        return f"${value:,.4f}"
+    text = f"{value:,.{digits}f}"
+    return f"{text} {unit}".strip()
+
+
+def settings_from_args(args: argparse.Namespace) -> Any:
+    """Configuration with the command's flags on top (flag > environment > config file > default)."""
+    from ..core.config import load_settings
+
+    corpus = getattr(args, "corpus", None)
+    if corpus and not Path(corpus).is_dir():
+        raise UsageError(f"corpus folder not found: {corpus}")
+    return load_settings(
+        {"engine": getattr(args, "engine", None), "corpus_dir": str(Path(corpus).resolve()) if corpus else None}
+    )
+
+
+def known_lineage(settings: Any, partition: str) -> Any:
+    """The lineage store, or a usage error naming the unknown partition (exit code 2)."""
+    return known_research(settings, partition)[0]
+
+
+def known_research(settings: Any, partition: str) -> tuple[Any, str]:
+    """The lineage store and the full partition key; an unambiguous prefix of a key is accepted
+    (``deepresearch audit sodium-ion``). Unknown or ambiguous: a usage error (exit code 2)."""
+    from ..core.store.lineage import LineageStore
+
+    lineage = LineageStore.at(settings.duckdb_file) if settings.duckdb_file.exists() else None
+    if lineage is not None and lineage.get_request(partition) is not None:
+        return lineage, partition
+    matches = []
+    if lineage is not None and partition:
+        matches = sorted(
+            r["partition_key"] for r in lineage.list_researches() if r["partition_key"].startswith(partition)
+        )
+    if len(matches) == 1:
+        return lineage, matches[0]
+    if matches:
+        shown = ", ".join(matches[:5]) + (", …" if len(matches) > 5 else "")
+        raise UsageError(f"research partition prefix {partition!r} is ambiguous: {shown}")
+    raise UsageError(f"unknown research partition {partition!r} (see `deepresearch ls`)")
+
+
+def report_failure(what: str, outcome: Any, partition_dir: Path) -> int:
+    from ..core.errors import ResearchInterrupted, redact
+
+    if ResearchInterrupted().user_message in outcome.message:
+        print(f"{what} {ResearchInterrupted().user_message}", file=sys.stderr)
+        print(f"  run {outcome.run_id}; files under {partition_dir}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(f"error: {what} failed: {redact(outcome.message)}", file=sys.stderr)
+    print(f"  run {outcome.run_id} in the Dagster UI (make dev); files under {partition_dir}", file=sys.stderr)
+    return EXIT_FAILED

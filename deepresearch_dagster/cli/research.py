@@ -1,0 +1,246 @@
+"""``deepresearch run | ls | compress | extract``: research a question and inspect the pieces."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+from ..core.config import RequestOptions
+from ..core.errors import InvalidQuestion
+from ..core.roles.coordinator import validate_question
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    figure,
+    live_progress,
+    report_failure,
+    say,
+    settings_from_args,
+)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    try:
+        question = validate_question(args.question)
+    except InvalidQuestion as exc:
+        raise UsageError(str(exc)) from exc
+    settings = settings_from_args(args)
+    options = RequestOptions.model_validate(
+        {"engine": args.engine, "corpus_dir": settings.corpus_dir or None}
+        | {key: getattr(args, key) for key in RequestOptions.knobs()}
+    )
+    try:
+        effective = settings.with_options(options)
+    except ValueError as exc:
+        raise UsageError(f"invalid option: {exc}") from exc
+    if not args.quiet:
+        say(f"researching with the {effective.resolved_engine()} engine: {question[:200]}")
+    # The spinner and its clock run from here on: loading Dagster, then every model and tool wait.
+    with live_progress(args.quiet, args.verbose, "loading Dagster"):
+        from ..core.pipeline import register
+        from ..core.store.lineage import LineageStore
+        from ..launcher import ensure_instance, run_job
+
+        instance = ensure_instance()
+        lineage = LineageStore.at(settings.duckdb_file)
+        key = register(lineage, question, options.set_values())
+        if not args.quiet:
+            say(f"partition {key}")
+        outcome = run_job("research_job", key, instance, tags={"deepresearch/source": "cli"}, lineage=lineage)
+    partition_dir = settings.artifacts_path / key
+    if not outcome.success:
+        return report_failure("research", outcome, partition_dir)
+
+    summary = _summary(lineage, key, settings, partition_dir)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return EXIT_OK
+    if args.show_report:
+        print((partition_dir / "report.md").read_text("utf-8"))
+    _print_figures(summary)
+    return EXIT_OK
+
+
+def _summary(lineage: Any, key: str, settings: Any, partition_dir: Path) -> dict[str, Any]:
+    plan = json.loads((partition_dir / "plan.json").read_text("utf-8"))
+    report = json.loads((partition_dir / "report.json").read_text("utf-8"))
+    figures = lineage.reduction(key)
+    budget = lineage.latest_budget(key, "research_report")
+    from ..core.naming import plan_folder
+
+    return {
+        "partition_key": key,
+        "plan_title": plan["plan_title"],
+        "report_md": str(partition_dir / "report.md"),
+        "report_json": str(partition_dir / "report.json"),
+        "artifacts_dir": str(partition_dir / plan_folder(plan["plan_title"])),
+        "duckdb": str(settings.duckdb_file),
+        **figures,
+        "sufficiency_scores": report.get("sufficiency_scores", []),
+        "verified_citations": report.get("verified_citations", 0),
+        "unverified_citations": report.get("unverified_citations", 0),
+        "complete": report.get("complete", True),
+        # Role -> how many calls used the role's fallback (heuristic/extractive) instead of the model.
+        "fallbacks": report.get("fallbacks", {}),
+        "reporter_model": report.get("reporter_model"),
+        "budget": budget,
+    }
+
+
+def _print_figures(summary: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Context reduction", show_header=False)
+    for label, key in [
+        ("tool calls", "tool_calls"),
+        ("useful", "useful"),
+        ("LLM calls", "llm_calls"),
+        ("raw tokens", "raw_tokens"),
+        ("injected tokens", "injected_tokens"),
+    ]:
+        table.add_row(label, figure(summary[key]))
+    table.add_row("context reduction", figure(summary["context_reduction"], "%", 1))
+    table.add_row("sufficiency by round", ", ".join(map(str, summary["sufficiency_scores"])) or "-")
+    table.add_row(
+        "citations verified / removed", f"{summary['verified_citations']} / {summary['unverified_citations']}"
+    )
+    fallbacks = ", ".join(f"{role} {n}" for role, n in sorted(summary["fallbacks"].items()) if n)
+    table.add_row("fallbacks used", fallbacks or "none")
+    units = {"tokens": ("tokens", 0), "dollars": ("$", 4), "llm_calls": ("calls", 0), "tool_calls": ("calls", 0)}
+    for dim, figures in summary["budget"].items():
+        unit, digits = units.get(dim, ("s", 1) if dim.endswith("_s") else ("", 0))
+        spent, cap = figures["spent"], figures["cap"]
+        share = f" ({100 * spent / cap:.0f} %)" if cap else ""
+        label = dim.removesuffix("_s").replace("_", " ")
+        table.add_row(f"budget: {label}", f"{figure(spent, unit, digits)} of {figure(cap, unit, digits)}{share}")
+    console = Console(soft_wrap=True)
+    console.print(table)
+    console.print(f"report: {summary['report_md']}")
+    console.print(f"raw artifacts: {summary['artifacts_dir']}")
+    console.print(f"lineage: {summary['duckdb']}")
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..core.store.lineage import LineageStore
+
+    settings = settings_from_args(args)
+    rows = LineageStore.at(settings.duckdb_file).list_researches()
+    if args.json:
+        print(json.dumps(rows, default=str, indent=2))
+        return EXIT_OK
+    console = Console()
+    # Partition keys are printed whole (audit, replays and the UI take them; a unique prefix works too).
+    if console.width < 110:
+        console.print(f"Researches in {settings.duckdb_file}", style="italic")
+        for r in rows:
+            reduction = "" if r["reduction_pct"] is None else f", {figure(r['reduction_pct'], '%', 1)} reduction"
+            console.print(r["partition_key"], style="bold", no_wrap=True, crop=False, soft_wrap=True)
+            console.print(
+                f"  {r['status']}, {figure(r['tool_calls'] or 0)} tool calls{reduction}: {r['question']}",
+                no_wrap=True,
+                overflow="ellipsis",
+            )
+        return EXIT_OK
+    table = Table(title=f"Researches in {settings.duckdb_file}")
+    table.add_column("partition", no_wrap=True)
+    table.add_column("question", overflow="ellipsis", no_wrap=True, ratio=1)
+    for col in ("status", "tool calls", "reduction"):
+        table.add_column(col, no_wrap=True, justify="left" if col == "status" else "right")
+    for r in rows:
+        reduction = "" if r["reduction_pct"] is None else figure(r["reduction_pct"], "%", 1)
+        table.add_row(r["partition_key"], r["question"], r["status"], figure(r["tool_calls"] or 0), reduction)
+    console.print(table)
+    return EXIT_OK
+
+
+def cmd_compress(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from ..core.context import ResearchContext, make_engine
+    from ..core.models import ToolCallRecord
+    from ..core.roles.compressor import StepContext, compress
+    from ..core.store.artifacts import sha256_bytes
+    from ..core.store.lineage import LineageStore
+    from ..core.text import estimate_tokens
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise UsageError(f"no such file: {path}")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not UTF-8 text") from exc
+    kind = "json" if path.suffix == ".json" else "text"
+    settings = settings_from_args(args)
+    conn = duckdb.connect(":memory:")  # a debugging aid records nothing persistent
+    ctx = ResearchContext(
+        partition_key="compress-cli",
+        question="(compress)",
+        run_id="compress-cli",
+        settings=settings,
+        engine=make_engine(settings),
+        lineage=LineageStore(lambda: nullcontext(conn)),
+        log=lambda m: print(m, file=sys.stderr),
+    )
+    record = ToolCallRecord(
+        call_id="1.1",
+        step_id="1",
+        step_title=args.step_title,
+        step_description=args.step_description,
+        seq=1,
+        tool=args.tool_name,
+        arguments={},
+        artifact_file=path.name,
+        artifact_path=path.name,
+        bytes=len(data),
+        sha256=sha256_bytes(data),
+        raw_tokens=estimate_tokens(text),
+        latency_ms=0.0,
+    )
+    step = StepContext(args.plan_title, args.step_title, args.step_description, args.tool_name)
+    summary = compress(ctx, step, record, text, kind)
+    print(json.dumps(summary.result.model_dump(), indent=2, ensure_ascii=False))
+    return EXIT_OK
+
+
+def cmd_extract(args: argparse.Namespace) -> int:
+    from ..core.context import fetch_policy
+    from ..core.web.extract import extract_html
+    from ..core.web.fetch import FetchError, fetch_url
+
+    policy = fetch_policy(settings_from_args(args))
+    status = EXIT_OK
+    for source in args.inputs:
+        if source.startswith(("http://", "https://")):
+            try:
+                page = fetch_url(source, policy)
+            except FetchError as exc:
+                print(f"error: {source}: {exc}", file=sys.stderr)
+                status = max(status, EXIT_FAILED)
+                continue
+            title, text = page.title, page.text
+        else:
+            path = Path(source)
+            if not path.is_file():
+                print(f"error: no such file: {source}", file=sys.stderr)
+                status = EXIT_USAGE
+                continue
+            raw = path.read_text("utf-8", errors="replace")
+            is_html = path.suffix.lower() in (".html", ".htm") or raw.lstrip()[:1] == "<"
+            title, text = extract_html(raw) if is_html else (None, raw)
+        if args.json:
+            print(json.dumps({"source": source, "title": title, "text": text}, ensure_ascii=False))
+        else:
+            print(f"== {source}\n{title or ''}\n\n{text}\n")
+    return status

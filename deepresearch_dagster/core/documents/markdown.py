@@ -1,0 +1,78 @@
+"""Markdown and plain text: ``#`` headings give the heading path; tables and bullets stay as written."""
+
+from __future__ import annotations
+
+import re
+
+from .model import ExtractedDocument, Section
+
+HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+
+
+def split_markdown(text: str, page: int | None = None, base: tuple[str, ...] = ()) -> list[Section]:
+    """Sections at each ATX heading; the heading path is the chain of enclosing headings."""
+    sections: list[Section] = []
+    path: list[tuple[int, str]] = []
+    buf: list[str] = []
+    in_fence = False
+
+    def flush() -> None:
+        body = "\n".join(buf).strip()
+        if body:
+            sections.append(Section((*base, *(h for _, h in path)), body, page))
+        buf.clear()
+
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            in_fence = not in_fence
+        match = None if in_fence else HEADING.match(line)
+        if match:
+            flush()
+            level = len(match.group(1))
+            path = [(lvl, h) for lvl, h in path if lvl < level]
+            path.append((level, match.group(2).strip().strip("*_")))
+            continue
+        buf.append(line.rstrip())
+    flush()
+    return sections
+
+
+def first_title(text: str, fallback: str) -> str:
+    for line in text.splitlines():
+        match = HEADING.match(line)
+        if match and len(match.group(1)) == 1:
+            return match.group(2).strip()
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return first.lstrip("#").strip()[:200] or fallback
+
+
+def extract_markdown(data: bytes, stem: str) -> ExtractedDocument:
+    text = decode_text(data)
+    title = first_title(text, stem)
+    sections = split_markdown(text)
+    # The H1 title is the document's name, not a section heading of its own.
+    sections = [Section(s.heading[1:] if s.heading[:1] == (title,) else s.heading, s.text, s.page) for s in sections]
+    return ExtractedDocument(title, sections, "markdown")
+
+
+def extract_plain_text(data: bytes, stem: str) -> ExtractedDocument:
+    text = decode_text(data)
+    title = first_title(text, stem)
+    return ExtractedDocument(title, split_markdown(text), "text")
+
+
+def decode_text(data: bytes) -> str:
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    if b"\x00" in data[:4096]:
+        raise_binary()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("cp1252", errors="replace")
+
+
+def raise_binary() -> None:
+    from .model import SkipFile
+
+    raise SkipFile("binary content in a text file")

@@ -1,0 +1,202 @@
+"""One error hierarchy. A :class:`ResearchError` carries a message meant for the user (shown as
+one line, never with a traceback) and whether retrying the same thing may succeed.
+
+``ModelFailure`` is the one definition of "the model failed, use the role's fallback":
+unreachable or refusing engines, answers that stay invalid after repair, and budget exhaustion.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from collections.abc import Iterable
+
+# -- secrets redaction -------------------------------------------------------------------------
+# Every error text is redacted before it is stored or printed, whatever a server echoes back
+# (request headers, the URL with its query string, a JSON body holding the key).
+REDACTED = "***"
+_MIN_REGISTERED = 6  # shorter values would redact ordinary words
+_registered: set[str] = set()
+_registered_lock = threading.Lock()
+
+# `Authorization: Bearer sk-…`, `X-Api-Key: …`, `X-Subscription-Token: …` (header name kept).
+_HEADER = re.compile(
+    r"(?i)\b((?:proxy-)?authorization|x-api-key|api-key|x-subscription-token|x-goog-api-key|x-auth-token|cookie)"
+    r"(\s*[\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|token|digest)\s+)?[^\s\"',;}]+"
+)
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{4,}")
+# `api_key=…`, `"api_key": "…"`, `OPENAI_API_KEY=…`, `client_secret: …`, `password=…`.
+_KEY_VALUE = re.compile(
+    r"(?i)(?<![A-Za-z0-9])((?:[A-Za-z0-9]+_)*(?:api[_-]?key|apikey|access[_-]?token|auth[_-]?token|refresh[_-]?token"
+    r"|secret[_-]?key|client[_-]?secret|secret|password|passwd|subscription[_-]?token))"
+    r"(\\?[\"']?\s*[:=]\s*\\?[\"']?)(?!\*\*\*)[^\s\"'&,;}\\]{3,}"
+)
+# Short query parameters that carry credentials: `?key=…`, `&token=…`, `&sig=…`.
+_QUERY_PARAM = re.compile(
+    r"(?i)([?&;](?:key|token|sig|signature|auth|code|access_token|x-amz-signature)=)[^&\s#\"'<>]+"
+)
+# Credentials in a URL: `https://user:pass@host` → `https://***@host`.
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@:]+:[^/\s@]*@")
+# Well-known key shapes, wherever they appear.
+_KEY_SHAPES = re.compile(
+    r"\b(?:sk-(?:proj-|ant-|or-|svcacct-)?[A-Za-z0-9_\-]{16,}|tvly-[A-Za-z0-9_\-]{10,}|gsk_[A-Za-z0-9]{20,}"
+    r"|xai-[A-Za-z0-9]{20,}|AIza[0-9A-Za-z_\-]{30,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"
+    r"|hf_[A-Za-z0-9]{30,}|AKIA[0-9A-Z]{16}|xox[abpors]-[A-Za-z0-9-]{10,}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
+)
+
+
+def register_secret(value: object) -> None:
+    """Remember a secret's exact value (an API key from the settings) so :func:`redact` removes it
+    even when it has no recognizable shape. Values shorter than 6 characters are ignored."""
+    if hasattr(value, "get_secret_value"):
+        value = value.get_secret_value()
+    text = str(value or "").strip()
+    if len(text) >= _MIN_REGISTERED:
+        with _registered_lock:
+            _registered.add(text)
+
+
+def redact(text: object, secrets: Iterable[object] = ()) -> str:
+    """``text`` with API keys, ``Bearer``/``Basic`` credentials, credential headers, ``api_key=``-style
+    parameters, URL user:password parts and registered secret values replaced by ``***``."""
+    out = "" if text is None else str(text)
+    if not out:
+        return out
+    with _registered_lock:
+        known = set(_registered)
+    for secret in secrets:
+        value = secret.get_secret_value() if hasattr(secret, "get_secret_value") else secret
+        value = str(value or "").strip()
+        if len(value) >= _MIN_REGISTERED:
+            known.add(value)
+    for value in sorted(known, key=len, reverse=True):  # longest first: a key that contains another
+        out = out.replace(value, REDACTED)
+    out = _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", out)
+    out = _HEADER.sub(lambda m: m.group(1) + m.group(2) + REDACTED, out)
+    out = _BEARER.sub(lambda m: m.group(1) + " " + REDACTED, out)
+    out = _KEY_VALUE.sub(lambda m: m.group(1) + m.group(2) + REDACTED, out)
+    out = _QUERY_PARAM.sub(lambda m: m.group(1) + REDACTED, out)
+    return _KEY_SHAPES.sub(REDACTED, out)
+
+
+def redact_exception_chain(exc: BaseException | None) -> None:
+    """Redact, in place, the message of ``exc`` and of every exception it was raised from or
+    during (``__cause__`` / ``__context__``): Dagster's event log and tracebacks print them all,
+    and a client library's error (the cause of an ``EngineError``) may quote the request headers."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        with contextlib.suppress(AttributeError, TypeError):  # an exception type with read-only args
+            exc.args = tuple(redact(a) if isinstance(a, str) else a for a in exc.args)
+        exc = exc.__cause__ or exc.__context__
+
+
+class ResearchError(Exception):
+    """Base of every expected failure; ``str(exc)`` is the user-facing message."""
+
+    retryable: bool = False
+
+    def __init__(self, user_message: str, *, retryable: bool | None = None) -> None:
+        super().__init__(redact(user_message))  # whatever a server echoed, no key reaches a log
+        if retryable is not None:
+            self.retryable = retryable
+
+    @property
+    def user_message(self) -> str:
+        return str(self)
+
+
+class ConfigError(ResearchError, ValueError):
+    """Configuration (environment, config file, prices) that cannot be used."""
+
+
+class UsageError(ResearchError):
+    """Bad command-line input."""
+
+
+class InvalidQuestion(ResearchError, ValueError):
+    """A question the coordinator refuses."""
+
+
+class RequestError(ResearchError, ValueError):
+    """A research request (file) that cannot be accepted."""
+
+
+class UnknownResearch(ResearchError, LookupError):
+    """No research is registered under a partition key."""
+
+
+class ArtifactAccessError(ResearchError, ValueError):
+    """A path outside the research's own artifact folder, or a file that does not exist."""
+
+
+class ArtifactIntegrityError(ResearchError):
+    """A raw artifact is missing or no longer matches the sha256 recorded when it was written."""
+
+
+class ToolError(ResearchError):
+    """A tool could not do what was asked; the message is recorded as the raw output."""
+
+
+class SearchError(ToolError):
+    """A web search failed; the message is safe to show to a user (and to a model)."""
+
+
+class RateLimitedError(SearchError):
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message, retryable=True)
+        self.retry_after = retry_after
+
+
+class FetchError(ToolError):
+    """A URL could not be fetched."""
+
+
+class UnsafeURLError(FetchError):
+    """A URL the fetch policy refuses (private addresses, bad schemes)."""
+
+
+class ModelError(ResearchError):
+    """A model call failed in a way its role's fallback can absorb."""
+
+
+class EngineError(ModelError):
+    """The model could not be reached or refused; recorded, then surfaced without a traceback."""
+
+    def __init__(self, message: str, attempts: list | None = None, retryable: bool = False) -> None:
+        super().__init__(message, retryable=retryable)
+        self.attempts = attempts or []
+
+
+class CredentialsError(EngineError):
+    """The model server rejected the credentials (HTTP 401/403): configuration for the user to
+    fix. No role's fallback absorbs it (``core/llm/structured.record_fallback`` re-raises it): the
+    research fails with this message instead of writing a report from fallbacks alone."""
+
+
+class StructuredOutputError(ModelError):
+    """A structured answer stayed invalid after the repair round."""
+
+    def __init__(self, role: str, error: str) -> None:
+        super().__init__(f"{role} returned invalid output twice: {error}")
+        self.role = role
+        self.error = redact(error)
+
+
+class ResearchInterrupted(ResearchError):
+    """Ctrl-C or SIGTERM: stop at the next tool call; everything stored so far is kept."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "interrupted (Ctrl-C or SIGTERM): stopped; what was stored is kept and a new run resumes from it"
+        )
+
+
+class BudgetExceeded(ResearchError):
+    """A call would break a hard cap; the research stops and reports what it has."""
+
+
+# The one definition of a fallback-worthy model failure.
+MODEL_FAILURES: tuple[type[Exception], ...] = (ModelError, BudgetExceeded)

@@ -1,0 +1,235 @@
+"""Sentence checks shared by the extractive compressor and reporter: does a sentence stand alone?
+
+Rules of thumb, not a parser: they flag sentences that lean on text the reader will not see
+(leading anaphora, "these two worlds", "X is also …"), verb-less fragments, code and prose that is
+not English. Both roles quote sentences out of their paragraph, so both need them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..text import STOPWORDS, words
+
+# A sentence that opens by pointing back at something said before it.
+LEADING_ANAPHORA = re.compile(
+    r"^[\"'“‘(]?(?:it|its|it's|this(?!\s+(?:year|month|week|decade|century|spring|summer|autumn|winter)\b)|these|each|those|that|such|they|them|their|theirs|he|she|his|her|him|"
+    r"there|here|both|neither|either|the latter|the former|the same|another|other|others|"
+    r"but|and|or|so|yet|also|too|still|thus|hence|therefore|however|moreover|furthermore|meanwhile|"
+    r"instead|likewise|similarly|nevertheless|nonetheless|besides|then|otherwise|in addition|"
+    r"by contrast|in contrast|as a result|for this reason|even so|on the other hand|at the same time)\b",
+    re.IGNORECASE,
+)
+# A noun phrase whose referent is in another sentence: "these two worlds", "such materials",
+# "this chemistry", "the latter".
+DANGLING = re.compile(
+    r"\b(?:these|those|such)\s+(?:(?:two|three|four|several|few|many)\s+)?[a-z]{3,}"
+    r"|\bthis\s+(?!year\b|month\b|week\b|decade\b|century\b|morning\b|spring\b|summer\b|autumn\b|"
+    r"fall\b|winter\b|is\b|was\b|has\b|means\b|way\b)[a-z]{3,}"
+    r"|\bthe (?:latter|former|above|aforementioned)\b"
+    r"|\b(?:as|was|were) (?:mentioned|noted|discussed|described|shown) (?:above|earlier|before|previously)\b"
+    r"|^the (?:catch|problem|answer|reason|result|difference|trick|point|question|idea|twist|upshot) (?:is|was) "
+    r"(?:that|to|simple)\b",
+    re.IGNORECASE,
+)
+# "Lithium is also extremely light": "also" right after the subject's verb continues a paragraph.
+ALSO_EARLY = re.compile(r"^(?:\S+\s+){1,6}?(?:also|too|as well)\b", re.I)
+# "the company said", "the researchers found": a definite description whose name was given earlier.
+DEFINITE_REFERENT = re.compile(
+    r"^(?:\S+\s+){0,5}?the (?:company|firm|group|team|researchers|scientists|authors|study|device|project|"
+    r"plant|programme|program|agency|carmaker|automaker|manufacturer|startup|start-up|report|paper|memo|"
+    r"machine|engine|idea|proposal|effort|system|approach|method|technique|process|two|three|both)\b"
+    r"(?!\s+(?:of|that|which|in|who)\b|\s*[,(])",
+    re.I,
+)
+_OPENERS = frozenset("after before during since later then when while in at on by for from with".split())
+_PRONOUNS = frozenset("he she they it his her their its him them".split())
+
+
+def _early_pronoun(sentence: str) -> bool:
+    """A personal pronoun among the first six words with no name before it ("After the war he
+    wrote …", "In 1911 it merged …"); "Toyota said its cells …" names its subject first."""
+    tokens = sentence.split()[:6]
+    for k, token in enumerate(tokens):
+        if token.lower().strip(",;:") in _PRONOUNS:
+            before = tokens[1:k] if tokens and tokens[0].lower() in STOPWORDS | _OPENERS else tokens[:k]
+            return not any(t[:1].isupper() for t in before)
+    return False
+
+
+_AUX = frozenset(
+    "is are was were be been being am has have had do does did can could will would may might must shall "
+    "should isn't aren't wasn't weren't hasn't haven't hadn't don't doesn't didn't can't couldn't won't "
+    "wouldn't".split()
+)
+_VERB_STEMS = frozenset(
+    """accept account achieve add draw affect agree aim allow announce appear apply argue arrive ask
+    become begin believe belong bring build buy call carry cause change claim close come compare
+    consider consist contain continue control cost count create cut decide deliver depend describe
+    design develop die drive drop earn enable end enter estimate exceed expand expect explain face
+    fall feel find finish follow force form found gain get give go grow happen hold hope identify
+    improve include increase indicate involve join keep know lack last lead learn leave let lie like
+    limit live look lose make mean measure meet move need note offer open operate own pay plan play
+    point prefer prevent produce promise propose protect prove provide publish put raise reach read
+    receive record reduce refer reflect release rely remain remove replace report represent require
+    rest result return reveal rise run say see seem sell send serve set show sit slow solve speak
+    spend stand start state stay stop store study suffer suggest supply support survive take talk
+    target tell tend test think track turn understand use vary want warn win work write yield""".split()
+)
+_IRREGULAR = frozenset(
+    """began begun brought built bought came chose chosen did done drew drawn drove driven ate fell
+    felt fought found flew flown forgot gave given went gone got gotten grew grown held hid kept knew
+    known laid led left lent lay lost made meant met paid put quit ran rose said saw seen sold sent
+    set shook shot showed shown shut sang sat slept spoke spoken spent stood stole struck swam took
+    taken taught tore told thought threw thrown understood woke won wore wrote written""".split()
+)
+_FACT = re.compile(r"\d|%|\$|€|£")
+
+
+def context_dependent(sentence: str) -> bool:
+    """Whether the sentence leans on text before it (anaphora, dangling reference, "is also")."""
+    s = sentence.strip()
+    return bool(
+        LEADING_ANAPHORA.match(s)
+        or DANGLING.search(s)
+        or ALSO_EARLY.match(s)
+        or DEFINITE_REFERENT.match(s)
+        or _early_pronoun(s)
+    )
+
+
+# Words before which a bare verb form is a noun ("the use", "to cost"), and prepositions after
+# which an "-s" form is a plural noun ("efficiency targets for …").
+_NOT_SUBJECT = frozenset(
+    "the a an to of for in on with by its their this that these those his her our your my from at as".split()
+)
+_NOUNISH = (
+    "s",
+    "ly",
+    "tion",
+    "sion",
+    "ment",
+    "ness",
+    "ity",
+    "al",
+    "ic",
+    "ous",
+    "ive",
+    "ful",
+    "able",
+    "ible",
+    "ary",
+    "ery",
+    "ing",
+    "er",
+    "or",
+    "ist",
+    "ism",
+    "ics",
+    "ence",
+    "ance",
+    "ure",
+    "age",
+    "ship",
+    "hood",
+    "ant",
+    "ent",
+)
+_OBJECT_START = frozenset("a an the more most less its their his her some many several about up".split())
+_PREPOSITIONS = frozenset("of for".split())
+
+
+def has_verb(sentence: str) -> bool:
+    """A crude finite-verb test: an auxiliary, a past form, or a known verb in a verb form."""
+    # Compound adjectives ("lithium-based", "well-known") are not verbs.
+    tokens = [w.lower() for w in words(re.sub(r"\w+(?:-\w+)+", "compound", sentence))]
+    for i, w in enumerate(tokens):
+        if w in _AUX or w in _IRREGULAR:
+            return True
+        if w.endswith("ed") and len(w) > 4 and i > 0:
+            return True
+        if i == 0:
+            continue
+        prev, nxt = tokens[i - 1], tokens[i + 1] if i + 1 < len(tokens) else ""
+        if w in _VERB_STEMS and prev not in _NOT_SUBJECT and not prev.isdigit():
+            return True  # "they use", "Lanthanum and zirconium also add"
+        if (
+            prev.endswith("s")
+            and prev not in STOPWORDS
+            and nxt
+            and w.isalpha()
+            and w not in STOPWORDS
+            and not w.endswith(_NOUNISH)
+        ):
+            return True  # a plural subject and a bare verb: "cool roofs reflect sunlight"
+        if (
+            w.endswith("s")
+            and not w.endswith("ss")
+            and prev not in STOPWORDS
+            and (nxt in _OBJECT_START or nxt.isdigit())
+        ):
+            return True  # "heat kills more Americans", "Toyota targets 2027"
+        base = w[:-2] if w.endswith("es") else w[:-1] if w.endswith("s") else w
+        if w != base and (base in _VERB_STEMS or w[:-1] in _VERB_STEMS) and prev not in STOPWORDS:
+            if nxt in _PREPOSITIONS:
+                continue  # "efficiency targets for", a plural noun
+            return True  # "Toyota targets 2027", not "the targets"
+    return False
+
+
+def is_fragment(sentence: str) -> bool:
+    """A verb-less piece of prose (a caption, a list item lifted out of its list)."""
+    return len(words(sentence)) < 4 or not has_verb(sentence)
+
+
+# Function words of the languages most often met in English-language research material.
+_FOREIGN = frozenset(
+    """le la les des du une est et dans pour que qui sur avec pas ce cette sont aux ou mais nous vous
+    il elle ils leur cela être été der die das und ist nicht mit ein eine zu den von dem im auf für
+    sich auch es wird werden el los las y en por para con una es del al lo se su como más pero
+    il della che di per non sono gli nel""".split()
+)
+
+
+_NON_ASCII_LETTER = re.compile(r"[^\W\d_A-Za-z]")
+_ASCII_LETTER = re.compile(r"[A-Za-z]")
+_CODE_START = re.compile(
+    r"^(?://|/\*|\*\s|#include|import\s+\w|from\s+\w+\s+import|def\s|class\s+\w+[:(]|function\b|var\s|"
+    r"const\s|let\s|return\b|\$\s|>>>|<\w)"
+)
+_CODE_CHAR = re.compile(r"[{}\[\]();=<>\\|$#*`~^]")
+
+
+def looks_english(text: str) -> bool:
+    """English prose uses English function words; a French or German comment block does not."""
+    other = len(_NON_ASCII_LETTER.findall(text))
+    if other and other / (other + len(_ASCII_LETTER.findall(text))) > 0.15:
+        return False
+    ws = [w.lower() for w in words(text)]
+    if len(ws) < 6:
+        return True
+    foreign = sum(1 for w in ws if w in _FOREIGN and w not in STOPWORDS)
+    english = sum(1 for w in ws if w in STOPWORDS)
+    return not (foreign >= 2 and foreign > english)
+
+
+def looks_like_code(text: str) -> bool:
+    s = text.strip()
+    if _CODE_START.match(s):
+        return True
+    return bool(s) and len(_CODE_CHAR.findall(s)) / len(s) > 0.06
+
+
+def has_fact(text: str) -> bool:
+    """Numbers, dates, money or percentages."""
+    return bool(_FACT.search(text))
+
+
+def named_entities(text: str) -> int:
+    """Capitalized words that do not open the sentence: a rough count of names."""
+    tokens = text.split()
+    return sum(1 for w in tokens[1:] if w[:1].isupper() and w.strip(".,;:()\"'").lower() not in STOPWORDS)
+
+
+def stands_alone(sentence: str) -> bool:
+    return not context_dependent(sentence) and not is_fragment(sentence)

@@ -1,0 +1,125 @@
+"""Wall-clock deadlines for HTTP calls: connect + total, never per chunk.
+
+httpx's timeouts apply to each socket operation, so a server that answers and then trickles one
+byte every few seconds never trips them. Clients built with :func:`deadline_transport` run every
+connect, read and write under the deadline of the enclosing :func:`deadline` block: each socket
+operation's timeout is capped by the time left, and once the deadline has passed the next
+operation fails at once with a timeout. The deadline lives in a context variable, so a client
+shared between threads (concurrent searches) gives each call its own deadline.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import httpcore
+import httpx
+
+_DEADLINE: ContextVar[float | None] = ContextVar("deepresearch_http_deadline", default=None)
+
+
+@contextmanager
+def deadline(seconds: float | None) -> Iterator[float | None]:
+    """Run the block's HTTP calls under a deadline ``seconds`` from now (None: no new deadline).
+    Nested deadlines keep the earliest one. Yields the deadline on ``time.monotonic()``'s clock."""
+    current = _DEADLINE.get()
+    end = current
+    if seconds is not None and math.isfinite(seconds):
+        mine = time.monotonic() + max(0.0, float(seconds))
+        end = mine if current is None else min(current, mine)
+    token = _DEADLINE.set(end)
+    try:
+        yield end
+    finally:
+        _DEADLINE.reset(token)
+
+
+def remaining() -> float | None:
+    """Seconds left before the current deadline (None when there is none; may be negative)."""
+    end = _DEADLINE.get()
+    return None if end is None else end - time.monotonic()
+
+
+def expired() -> bool:
+    left = remaining()
+    return left is not None and left <= 0
+
+
+def _cap(timeout: float | None, error: type[Exception]) -> float | None:
+    left = remaining()
+    if left is None:
+        return timeout
+    if left <= 0:
+        raise error("the call's total deadline has passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _cap(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _cap(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:
+        inner = self._stream.start_tls(ssl_context, server_hostname, _cap(timeout, httpcore.ConnectTimeout))
+        return _DeadlineStream(inner)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's sync backend with every socket operation capped by the current deadline."""
+
+    def __init__(self, backend: httpcore.NetworkBackend | None = None) -> None:
+        self._backend = backend or httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.NetworkStream:
+        stream = self._backend.connect_tcp(
+            host, port, _cap(timeout, httpcore.ConnectTimeout), local_address, socket_options
+        )
+        return _DeadlineStream(stream)
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.NetworkStream:
+        stream = self._backend.connect_unix_socket(path, _cap(timeout, httpcore.ConnectTimeout), socket_options)
+        return _DeadlineStream(stream)
+
+    def sleep(self, seconds: float) -> None:
+        left = remaining()
+        self._backend.sleep(seconds if left is None else max(0.0, min(seconds, left)))
+
+
+def deadline_transport(**kwargs: Any) -> httpx.HTTPTransport:
+    """An ``httpx.HTTPTransport`` (same arguments) whose socket operations honour :func:`deadline`."""
+    transport = httpx.HTTPTransport(**kwargs)
+    pool = getattr(transport, "_pool", None)
+    if pool is not None and hasattr(pool, "_network_backend"):
+        pool._network_backend = DeadlineBackend(pool._network_backend)
+    return transport
+
+
+def deadline_client(**kwargs: Any) -> httpx.Client:
+    """An ``httpx.Client`` whose calls honour :func:`deadline` (``trust_env`` is passed to both)."""
+    transport_args = {k: kwargs[k] for k in ("verify", "trust_env") if k in kwargs}
+    return httpx.Client(transport=deadline_transport(**transport_args), **kwargs)

@@ -1,0 +1,30 @@
+"""The one composer of the Definitions object (``definitions.py`` exposes it to Dagster)."""
+
+from dagster import Definitions, in_process_executor
+
+from ..core.config import load_settings
+from .assets import research_assets
+from .checks import research_checks
+from .jobs import all_jobs
+from .resources import default_resources
+from .schedules import recurring_schedules
+from .sensors import research_requests_sensor, start_research_sensor
+
+
+def build_definitions(schedules: bool = True) -> Definitions:
+    """Resources and schedules come from the configuration read when this is called, so the
+    CLI and tests build their own. ``schedules=False`` leaves out recurring.yaml (running one
+    job needs no schedule, and a broken file must not stop it)."""
+    settings = load_settings()
+    return Definitions(
+        assets=research_assets,
+        asset_checks=research_checks,
+        jobs=all_jobs,
+        sensors=[research_requests_sensor, start_research_sensor],
+        # One schedule per topic in recurring.yaml (DEEPRESEARCH_RECURRING), read at load time.
+        schedules=recurring_schedules(path=settings.recurring_path) if schedules else [],
+        resources=default_resources(settings),
+        # One process per run: the loop and the mapped compression op share DuckDB without
+        # contending for its single-writer lock, and no per-op process start-up is paid.
+        executor=in_process_executor,
+    )

@@ -1,0 +1,423 @@
+"""The offline engine on material it was not written against (issue 12; issue 11 item 4).
+
+One test per defect class: sentence splitting, prose arriving as one long line, the page's first
+sentence winning over the answer, foreign-language and code blocks, oversized search-listing
+summaries, fact-dense tables and lists judged "not useful", and a report that reads as a list
+of quotes (no answer in the executive summary, duplicated facts, context-less sentences,
+misplaced facts, gaps the report denies, corroboration that did not survive verification).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from deepresearch_dagster.core.heuristics.compression import compress_extractively
+from deepresearch_dagster.core.heuristics.report import (
+    CORROBORATED_INTRO,
+    extractive_section,
+    findings,
+    reconcile_corroboration,
+    usable,
+)
+from deepresearch_dagster.core.heuristics.sentences import context_dependent, is_fragment, looks_english
+from deepresearch_dagster.core.models import CompressionResult
+from deepresearch_dagster.core.text import estimate_tokens, split_sentences
+from deepresearch_dagster.core.tools.html_text import html_to_text
+from tests.conftest import FIXTURES
+
+# ------------------------------------------------------------------------------------------ splitter
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "He was ranked No. 1 in the U.S. in 1999. It lasted.",
+            ["He was ranked No. 1 in the U.S. in 1999.", "It lasted."],
+        ),
+        ("Thomas J. Watson renamed the firm. IBM grew.", ["Thomas J. Watson renamed the firm.", "IBM grew."]),
+        (
+            "Some metals, e.g. Lithium, are light. Others are not.",
+            ["Some metals, e.g. Lithium, are light.", "Others are not."],
+        ),
+        (
+            "Dr. Smith left at 5 p.m. on Jan. 5. Then he slept.",
+            ["Dr. Smith left at 5 p.m. on Jan. 5.", "Then he slept."],
+        ),
+        ("“They work in the cold.” Next one.", ["“They work in the cold.”", "Next one."]),
+        ("It cost 3.5 million dollars. No. It did not.", ["It cost 3.5 million dollars.", "No.", "It did not."]),
+    ],
+)
+def test_sentence_splitter_keeps_abbreviations_initials_and_numbering(text, expected):
+    assert split_sentences(text) == expected
+
+
+# ------------------------------------------------------------------------------------------ compressor
+
+PASSAGE = (
+    "The Great Stink was an event in central London in July and August 1858 during which hot weather "
+    "exacerbated the smell of untreated waste on the banks of the River Thames. Parliament responded by "
+    "commissioning a new sewer network designed by the civil engineer Joseph Bazalgette. Construction began "
+    "in 1859 and the main intercepting sewers were completed in 1875."
+)
+STEP = {
+    "plan_title": "The Great Stink of 1858 and the London sewer network",
+    "step_title": "Who designed London's response to the Great Stink",
+    "step_description": "Find which engineer designed the sewer network built after the Great Stink and when it was "
+    "completed.",
+    "tool_name": "fetch_url",
+    "kind": "text",
+}
+
+
+def _page_text() -> str:
+    texts = [
+        html_to_text(p.read_text("utf-8", errors="replace"))[1] for p in (FIXTURES / "web_pages").glob("*/source.html")
+    ]
+    return max(texts, key=len)  # the longest fixture page
+
+
+def _bury(text: str, passage: str) -> str:
+    paragraphs = [p for p in text.split("\n\n") if p.strip()]
+    mid = len(paragraphs) // 2
+    return "Title: A page\nURL: https://example.org/a\n\n" + "\n\n".join(
+        [*paragraphs[:mid], passage, *paragraphs[mid:]]
+    )
+
+
+def _compress(raw: str, **step) -> dict:
+    result = compress_extractively({**STEP, **step, "raw": raw})
+    CompressionResult.model_validate(result)  # the contract holds whatever the input
+    return result
+
+
+def _message(result: dict) -> str:
+    return " ".join([result["summary"], *result["extraction"]])
+
+
+@pytest.mark.parametrize("one_line", [False, True])
+def test_answer_buried_in_a_real_page_survives_with_or_without_newlines(one_line):
+    raw = _bury(_page_text(), PASSAGE)
+    if one_line:
+        raw = " ".join(raw.split())  # tool outputs often arrive as one long line
+    result = _compress(raw)
+    assert result["is_useful"] and "Joseph Bazalgette" in _message(result)
+    message = json.dumps(
+        {**{k: result[k] for k in ("summary_title", "summary", "extraction")}, "artifact_file": "a.txt"}
+    )
+    assert estimate_tokens(message) <= 0.1 * estimate_tokens(raw)
+
+
+def test_summary_answers_the_step_not_the_page_opening():
+    opening = "So finally you're testing your frontend JavaScript code? Great! The more you write tests, the better."
+    filler = " ".join(f"Paragraph {i} talks about unit tests, mocks and the browser runner." for i in range(30))
+    result = _compress(f"{opening}\n\n{filler}\n\n{PASSAGE}\n\n{filler}")
+    assert "So finally" not in result["summary"] and "Bazalgette" in result["summary"]
+
+
+def test_html_input_is_read_as_text():
+    html = "<html><body>" + "".join(f"<p>Filler paragraph number {i} about gardening tips.</p>" for i in range(25))
+    result = _compress(html + f"<p>{PASSAGE}</p></body></html>")
+    assert result["is_useful"] and "Bazalgette" in _message(result)
+
+
+def test_foreign_language_comments_and_code_are_not_key_facts():
+    french = (
+        "// Cette fonction retourne la liste des égouts de Londres qui sont dans le réseau et il faut la mettre "
+        "à jour pour le calcul des coûts."
+    )
+    code = "const network = sewers.filter((s) => s.engineer === 'Bazalgette'); // London sewer network 1858"
+    raw = "\n".join([french, code, PASSAGE, french.replace("//", "#"), code])
+    result = _compress(raw)
+    text = _message(result)
+    assert "Cette fonction" not in text and "const network" not in text and "Bazalgette" in text
+    assert not looks_english(french.removeprefix("// "))
+
+
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_search_listing_summary_is_smaller_than_the_listing(k):
+    results = [
+        {
+            "url": f"https://news.example.com/2024/05/{i}/a-rather-long-article-slug-about-london-sewers",
+            "title": f"London's sewers, part {i}: how Joseph Bazalgette built the intercepting network",
+            "snippet": PASSAGE[:300],
+            "published": None,
+            "score": None,
+            "provider": "brave",
+        }
+        for i in range(k)
+    ]
+    raw = json.dumps(
+        {"query": "Bazalgette sewer network", "provider": "brave", "provider_failures": [], "results": results}
+    )
+    result = compress_extractively({**STEP, "tool_name": "web_search", "kind": "json", "raw": raw})
+    CompressionResult.model_validate(result)
+    message = json.dumps(
+        {**{key: result[key] for key in ("summary_title", "summary", "extraction")}, "artifact_file": "x"}
+    )
+    assert estimate_tokens(message) < estimate_tokens(raw)
+
+
+COMPANY_OVERVIEW = """# Halvard Robotics — company overview
+
+Halvard Robotics builds autonomous forklifts for cold-storage warehouses.
+
+## Funding
+
+| Round | Date | Amount | Lead investor |
+|---|---|---|---|
+| Seed | 2019-03 | $2.5M | Nordic Seed Partners |
+| Series A | 2021-06 | $14M | Fjord Ventures |
+| Series B | 2024-02 | $41M | Atlas Growth |
+
+## Products and pricing
+
+- HR-1 forklift: $68,000 per unit, or $2,100 per month on lease
+- HR-2 heavy forklift (2026 launch): $95,000 per unit
+- Fleet software: $450 per vehicle per month
+"""
+
+
+def test_fact_dense_document_about_the_entity_is_useful_and_keeps_its_rows():
+    # Issue 11 item 4: tables and lists about the question's entity are never "not useful".
+    result = _compress(
+        COMPANY_OVERVIEW,
+        plan_title="Due-diligence brief on Halvard Robotics",
+        step_title="Funding history of Halvard Robotics",
+        step_description="Find the funding rounds of Halvard Robotics with dates, amounts and investors.",
+        tool_name="read_document",
+    )
+    assert result["is_useful"]
+    text = _message(result)
+    assert "$41M" in text and "Series B" in text
+
+
+def test_noise_is_still_not_useful():
+    result = _compress("Roses are pruned in late winter before new growth. Cut each cane above a bud at an angle.\n")
+    assert not result["is_useful"]
+
+
+# ------------------------------------------------------------------------------------------ report
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "The distance between these two worlds is the main reason commercial timelines have slipped.",
+        "In 1978 Michel Armand proposed using such materials in batteries.",
+        "Lithium is also extremely light, with a density of about 0.53 g/cm3.",
+        "After the war he wrote a detailed design for an electronic stored-program computer.",
+        "Other Japanese automakers have their own programs.",
+    ],
+)
+def test_context_less_sentences_are_not_quoted(sentence):
+    assert context_dependent(sentence) and not usable(sentence)
+
+
+def test_verbless_fragments_are_not_quoted_but_table_rows_are():
+    fragment = "Recycling efficiency targets for lithium-based batteries of 65 percent by weight by the end of 2025."
+    assert is_fragment(fragment) and not usable(fragment)
+    assert usable("Round: Series B; Date: 2024-02; Amount: $41M")
+    assert not is_fragment("Cool roofs reflect sunlight.")
+
+
+QUESTION = (
+    "What are the main challenges in commercializing solid-state batteries, and how are manufacturers addressing them?"
+)
+PLAN = {
+    "plan_title": "Solid-state batteries",
+    "steps": [
+        {
+            "step_id": "1",
+            "title": "Background: solid-state batteries",
+            "description": "Background on solid-state batteries.",
+        },
+        {
+            "step_id": "2",
+            "title": "What are the main challenges in commercializing solid-state batteries",
+            "description": "Answer the sub-question about challenges.",
+        },
+        {
+            "step_id": "3",
+            "title": "How are manufacturers addressing them",
+            "description": "Answer 'how are manufacturers addressing them?' about solid-state batteries.",
+        },
+    ],
+}
+
+
+def _source(n: int, step: str, summary: str, extraction: list[str] | None = None) -> dict:
+    return {
+        "n": n,
+        "source": f"doc{n}.md",
+        "source_title": f"Document {n}",
+        "artifact_file": f"doc{n}.txt",
+        "step_id": step,
+        "summary": summary,
+        "extraction": extraction or [],
+    }
+
+
+def _payload(**extra) -> dict:
+    sources = [
+        _source(
+            1,
+            "1",
+            "Solid-state batteries replace the liquid electrolyte with a solid one. "
+            "In June 2023 Toyota announced a breakthrough and set a target of commercializing all-solid-state "
+            "batteries in 2027 to 2028. Nissan showed a pilot production line at its Yokohama plant in April 2024.",
+        ),
+        _source(
+            2,
+            "2",
+            "Interfacial resistance between the solid electrolyte and the electrodes remains a central problem "
+            "for solid-state cells. Manufacturing thin sulfide separators at scale is difficult and costly. "
+            "The distance between these two worlds is the main reason timelines slipped.",
+            ["Lithium is also extremely light, with a density of about 0.53 g/cm3."],
+        ),
+        _source(
+            3,
+            "3",
+            "Toyota announced in June 2023 a breakthrough and set a target of commercializing all-solid-state "
+            "batteries in 2027 to 2028. Samsung SDI opened a pilot line for solid-state cells in Suwon in 2023. "
+            "In 1978 Michel Armand proposed using such materials in batteries.",
+        ),
+    ]
+    return {"question": QUESTION, "plan": PLAN, "sources": sources, "critic_rounds": [], "open_gaps": []} | extra
+
+
+def test_executive_summary_answers_each_part_in_order():
+    summary = extractive_section("Executive summary", _payload())
+    challenges, addressing = summary.split("\n\n")[:2]
+    assert "challenges" in challenges.lower() and ("resistance" in challenges or "costly" in challenges)
+    assert "addressing" in addressing.lower() and ("pilot" in addressing or "Toyota" in addressing)
+
+
+def test_duplicated_facts_are_merged_with_their_citations():
+    found = findings(_payload())
+    toyota = [f for f in found if "Toyota" in f.text]
+    assert len(toyota) == 1 and toyota[0].cites == [1, 3]
+    key_findings = extractive_section("Key findings", _payload())
+    assert key_findings.count("Toyota") == 1 and "[1][3]" in key_findings
+
+
+def test_report_drops_context_less_sentences_and_places_facts_under_their_step():
+    key_findings = extractive_section("Key findings", _payload())
+    for phrase in ("these two worlds", "such materials", "Lithium is also"):
+        assert phrase not in key_findings
+    step3 = key_findings.split("### 3.")[1]
+    assert "pilot" in step3  # found while researching the background, answers "how are they addressing"
+
+
+def test_next_steps_agree_with_the_critics_recorded_gaps():
+    gap = {"description": "No evidence yet on 'recycling'.", "severity": "medium", "suggested_query": "recycling"}
+    rounds = [
+        {"round": 1, "decision": "sufficient", "verdict": {"sufficiency": 7, "gaps": [gap], "contradictions": []}}
+    ]
+    text = extractive_section("Suggested next steps", _payload(critic_rounds=rounds))
+    assert "named no open gaps" not in text and "recycling" in text
+    clean = [{"round": 1, "decision": "sufficient", "verdict": {"sufficiency": 9, "gaps": [], "contradictions": []}}]
+    assert "named no open gaps" in extractive_section("Suggested next steps", _payload(critic_rounds=clean))
+
+
+def test_corroboration_counts_only_citations_that_survived_verification():
+    markdown = f"## Analysis\n\n{CORROBORATED_INTRO}\n\n- A fact. [1][2]\n- Another fact. [3]\n\nThe critic's scores.\n"
+    out = reconcile_corroboration(markdown)
+    assert "- A fact. [1][2]" in out and "Another fact" not in out and "The critic's scores." in out
+    gone = reconcile_corroboration(f"{CORROBORATED_INTRO}\n\n- Another fact. [3]\n\nNext.\n")
+    assert CORROBORATED_INTRO not in gone and "No finding was stated by more than one" in gone and "Next." in gone
+
+
+# ------------------------------------------------------------------------------------------ whole research
+
+
+def _research(question: str):
+    from deepresearch_dagster.core.config import ResearchSettings
+    from deepresearch_dagster.core.pipeline import run_research
+
+    ctx, report = run_research(question, ResearchSettings.from_env(engine="offline"), log=lambda m: None)
+    return ctx, report
+
+
+def _section(markdown: str, heading: str) -> str:
+    return markdown.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_demo_report_reads_as_an_answer():
+    ctx, report = _research(QUESTION)
+    md = report.markdown
+    summary = _section(md, "Executive summary")
+    paragraphs = [p for p in summary.split("\n\n") if p.strip()]
+    assert len(paragraphs) >= 2 and "challenges" in paragraphs[0].lower() and "addressing" in paragraphs[1].lower()
+    bullets = [line for line in _section(md, "Key findings").splitlines() if line.startswith("- ")]
+    quoted = [b[2:].rsplit(" [", 1)[0] for b in bullets if "[" in b]
+    assert len(quoted) == len(set(quoted))  # no finding twice
+    for sentence in quoted:
+        assert usable(sentence), sentence
+    outputs = json.loads(ctx.store.read_text("tool_outputs.json"))
+    gaps = outputs["critic_rounds"][-1]["verdict"]["gaps"] if outputs["critic_rounds"] else []
+    assert ("named no open gaps" in md) == (not gaps)
+    figures = ctx.lineage.reduction(ctx.partition_key)
+    assert figures["context_reduction"] >= 90.0
+
+
+def test_research_on_another_topic_quotes_none_of_the_battery_documents():
+    _, report = _research(
+        "How did early computing machines develop from mechanical calculators to stored-program computers?"
+    )
+    assert "solid_state_batteries/" not in report.markdown
+    assert "Japanese automakers" not in report.markdown
+
+
+FACT_SHEET = """# Acme Robotics — Company Overview
+
+## Source: overview.md · MARKDOWN · dated 2026-01-28 · status: current
+
+Acme Robotics builds warehouse robots in Porto.
+
+## Funding history
+
+Acme Robotics has raised €20 million in equity across three rounds.
+
+| Round | Date | Amount | Lead investor |
+| --- | --- | --- | --- |
+| Seed | March 2021 | €2M | Harbour Seed |
+| Series A | June 2022 | €6M | Northgate Ventures |
+| Series B | May 2024 | €12M | Helix Capital |
+
+## Products
+
+- Picker P1: leased at €1,450 per robot per month
+- Sorter S2: €2,100 per robot per month
+"""
+
+FACT_STEP = {
+    "plan_title": "Due-diligence brief on Acme Robotics",
+    "step_title": "Funding history and current financial trajectory",
+    "step_description": "Find the funding history of Acme Robotics.",
+    "tool_name": "read_document",
+    "kind": "text",
+    "source_title": "Acme Robotics — Company Overview",
+}
+
+
+def test_fact_sheet_rows_and_bullets_fill_the_extraction():
+    result = compress_extractively({**FACT_STEP, "raw": FACT_SHEET})
+    kept = " ".join([result["summary"], *result["extraction"]])
+    assert result["is_useful"] and result["extraction"]
+    for figure in ("€2M", "€6M", "€12M", "Helix Capital"):
+        assert figure in kept
+    assert "Source:" not in kept and "status:" not in kept  # banner lines are context, never findings
+
+
+def test_figures_under_a_superseded_heading_are_never_kept():
+    raw = FACT_SHEET.replace(
+        "## Source: overview.md · MARKDOWN · dated 2026-01-28 · status: current",
+        "## Source: archive/overview.md · MARKDOWN · dated 2024-01-28 · status: superseded\n\n"
+        "## SUPERSEDED (archived copy): its figures are out of date.",
+    )
+    result = compress_extractively({**FACT_STEP, "raw": raw})
+    kept = " ".join([result["summary"], *result["extraction"]])
+    assert "€12M" not in kept and "€1,450" not in kept

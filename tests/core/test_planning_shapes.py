@@ -1,0 +1,105 @@
+"""The heuristic planner on every question shape (issue 11, item 3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from deepresearch_dagster.core.heuristics.planning import plan_heuristically, research_terms
+from deepresearch_dagster.core.models import ResearchPlan
+
+INSTRUCTION = {"prepare", "write", "brief", "specific", "cite", "sources", "due-diligence", "please"}
+DUE_DILIGENCE = (
+    "Prepare a due-diligence brief on Tidewater Robotics, the Lisbon-based last-mile delivery robot company: "
+    "(1) its funding history and current financial trajectory, (2) its product line and 2026 roadmap including "
+    "pricing, (3) operational performance and key risks, and (4) leadership and governance. Be specific about "
+    "numbers, dates and names, and cite your sources."
+)
+
+
+def plan(question: str, max_steps: int = 5) -> dict:
+    out = plan_heuristically({"question": question, "max_steps": max_steps})
+    ResearchPlan.model_validate(out)  # always schema-valid
+    for step in out["steps"]:
+        words = {w.lower().strip("'.,") for q in step["queries"] for w in q.split()}
+        words |= {w.lower().strip("'.,:") for w in step["title"].split()}
+        assert not words & INSTRUCTION, step
+    return out
+
+
+def test_imperative_request_with_enumerated_parts_gets_one_step_per_part():
+    out = plan(DUE_DILIGENCE)
+    assert out["plan_title"] == "Due-diligence brief on Tidewater Robotics"
+    assert [s["title"] for s in out["steps"]] == [
+        "Funding history and current financial trajectory",
+        "Product line and 2026 roadmap including pricing",
+        "Operational performance and key risks",
+        "Leadership and governance",
+    ]
+    assert all(q.startswith("Tidewater Robotics ") for s in out["steps"] for q in s["queries"])
+    assert any(q.startswith("Tidewater Robotics funding history") for q in out["steps"][0]["queries"])
+    # Abstract aspects also search the words documents use for them.
+    assert "Tidewater Robotics governance board of directors chair" in out["steps"][3]["queries"]
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Research Acme Corp:\n- funding rounds\n- pricing of the products\n- key risks",
+        "For Acme Corp, cover: 1. funding rounds 2. pricing of the products 3. key risks",
+        "Acme Corp: (a) funding rounds (b) pricing of the products (c) key risks",
+        "Write a brief on Acme Corp's funding rounds, pricing of the products and key risks. Cite your sources.",
+    ],
+)
+def test_lists_numbered_lettered_and_inline_parts(question):
+    out = plan(question)
+    assert [s["title"] for s in out["steps"]] == ["Funding rounds", "Pricing of the products", "Key risks"]
+    assert out["steps"][0]["queries"][0] == "Acme Corp funding rounds"
+
+
+def test_more_parts_than_steps_are_merged_into_the_last_step():
+    out = plan("Acme: (1) revenue (2) margin (3) churn (4) headcount (5) pricing", max_steps=3)
+    assert len(out["steps"]) == 3 and "headcount" in out["steps"][2]["title"]
+
+
+def test_comparison_gets_one_step_per_aspect_with_both_entities():
+    out = plan("Compare Nimbus Cloud and Stratus Data on pricing, uptime and support")
+    assert [s["title"] for s in out["steps"]] == [
+        "Pricing: Nimbus Cloud vs Stratus Data",
+        "Uptime: Nimbus Cloud vs Stratus Data",
+        "Support: Nimbus Cloud vs Stratus Data",
+    ]
+    assert out["steps"][0]["queries"] == ["Nimbus Cloud pricing", "Stratus Data pricing"]
+    versus = plan("How does Nimbus Cloud compare with Stratus Data?")
+    assert [s["title"] for s in versus["steps"]][:2] == ["Profile: Nimbus Cloud", "Profile: Stratus Data"]
+
+
+@pytest.mark.parametrize("question", ["Tidewater Robotics", "Tell me about Tidewater Robotics"])
+def test_entity_centric_questions(question):
+    out = plan(question)
+    assert out["plan_title"] == "Overview of Tidewater Robotics"
+    assert out["steps"][0]["queries"][0] == "Tidewater Robotics"
+    assert all("Tidewater Robotics" in q for s in out["steps"] for q in s["queries"])
+
+
+def test_demo_question_keeps_its_plan():
+    out = plan(
+        "What are the main challenges in commercializing solid-state batteries, and how are manufacturers "
+        "addressing them?"
+    )
+    titles = [s["title"] for s in out["steps"]]
+    assert titles[0] == "Background: commercializing solid-state batteries"
+    assert titles[1] == "What are the main challenges in commercializing solid-state batteries"
+    assert titles[2] == "How are manufacturers addressing them"
+    assert titles[-1].startswith("Limitations and outlook")
+
+
+def test_research_terms_drop_the_request_wording():
+    terms = research_terms(DUE_DILIGENCE)
+    assert {"tidewater", "funding", "governance", "pricing"} <= set(terms)
+    assert not set(terms) & {"prepare", "brief", "specific", "cite", "sources", "due-diligence", "numbers"}
+
+
+@pytest.mark.parametrize("question", ["x", "?", "Compare X", "Tell me about it", "a " * 3000, "(1) (2)", "vs"])
+def test_degenerate_requests_still_give_a_valid_plan(question):
+    for max_steps in (1, 3, 7):
+        ResearchPlan.model_validate(plan_heuristically({"question": question, "max_steps": max_steps}))
