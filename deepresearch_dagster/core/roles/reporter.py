@@ -26,7 +26,7 @@ from ..store.artifacts import ArtifactReader
 from ..tools import Toolbox, ToolError
 from ..tools.artifact_tools import artifact_tools
 from .citations import verify_citations
-from .source_quality import corpus_status, corroborated_claims, quality_warnings, score_sources
+from .source_quality import corpus_status, corroborated_claims, listing_results, quality_warnings, score_sources
 
 # A looked-up artifact slice enters the reporter's context; keep it bounded.
 MAX_LOOKUP_CHARS = 6000
@@ -86,18 +86,11 @@ def _raw_texts(ctx: ResearchContext, outputs: ToolOutputs) -> dict[str, str]:
 
 
 def _published(raws: dict[str, str]) -> dict[str, str | None]:
-    """Publication dates that search providers reported, by normalized URL."""
+    """Publication dates that search providers reported, by URL."""
     dates: dict[str, str | None] = {}
-    for name, text in raws.items():
-        if not name.endswith(".json"):
-            continue
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
-            continue
-        for r in data.get("results", []) if isinstance(data, dict) else []:
-            if isinstance(r, dict) and r.get("url") and r.get("published"):
-                dates.setdefault(str(r["url"]), str(r["published"]))
+    for r in listing_results(raws):
+        if r.get("url") and r.get("published"):
+            dates.setdefault(str(r["url"]), str(r["published"]))
     return dates
 
 

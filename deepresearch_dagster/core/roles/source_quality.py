@@ -129,9 +129,9 @@ def corroborated_claims(entries: list[dict[str, Any]]) -> list[tuple[str, list[i
     return out
 
 
-def corpus_status(raws: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """``path → {status, date, superseded_by, reason}`` from the stored ``local_search`` listings."""
-    out: dict[str, dict[str, Any]] = {}
+def listing_results(raws: dict[str, str]) -> list[dict[str, Any]]:
+    """Every result row of the stored search listings (``*.json`` raw outputs), in order."""
+    rows: list[dict[str, Any]] = []
     for name, text in raws.items():
         if not name.endswith(".json"):
             continue
@@ -139,16 +139,23 @@ def corpus_status(raws: dict[str, str]) -> dict[str, dict[str, Any]]:
             data = json.loads(text)
         except json.JSONDecodeError:
             continue
-        for r in data.get("results", []) if isinstance(data, dict) else []:
-            if not isinstance(r, dict) or not r.get("path") or "status" not in r:
-                continue
-            entry = out.setdefault(str(r["path"]), {"status": "current", "date": r.get("date")})
-            # A document is as current as its worst passage: "superseded" > "outdated" > "current".
-            rank = {"current": 0, "outdated": 1, "superseded": 2}
-            if rank.get(str(r["status"]), 0) > rank.get(entry["status"], 0):
-                entry["status"] = str(r["status"])
-                entry["superseded_by"] = r.get("superseded_by")
-                entry["reason"] = r.get("superseded_reason")
+        rows += [r for r in (data.get("results", []) if isinstance(data, dict) else []) if isinstance(r, dict)]
+    return rows
+
+
+def corpus_status(raws: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """``path → {status, date, superseded_by, reason}`` from the stored ``local_search`` listings."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in listing_results(raws):
+        if not r.get("path") or "status" not in r:
+            continue
+        entry = out.setdefault(str(r["path"]), {"status": "current", "date": r.get("date")})
+        # A document is as current as its worst passage: "superseded" > "outdated" > "current".
+        rank = {"current": 0, "outdated": 1, "superseded": 2}
+        if rank.get(str(r["status"]), 0) > rank.get(entry["status"], 0):
+            entry["status"] = str(r["status"])
+            entry["superseded_by"] = r.get("superseded_by")
+            entry["reason"] = r.get("superseded_reason")
     return out
 
 
