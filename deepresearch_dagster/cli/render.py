@@ -72,7 +72,7 @@ def _cost(value: Any) -> str:
 
 
 def render_audit(audit: ResearchAudit, console: Console | None = None) -> None:
-    console = console or Console(soft_wrap=True)
+    console = console or Console()
     console.print(f"[bold]{audit.partition_key}[/bold]  status: {audit.status}")
     console.print(f"question: {audit.question}")
     console.print(f"report: {audit.report_file or 'not written yet'}")
@@ -212,7 +212,7 @@ _TOOL_COLUMNS = [
 
 
 def render_metrics(m: Metrics, console: Console | None = None) -> None:
-    console = console or Console(soft_wrap=True)
+    console = console or Console()
     t = m.totals
     totals = Table(title="Totals across researches", show_header=False, title_justify="left")
     for label, value in [
