@@ -199,6 +199,7 @@ def test_start_follow_and_read_a_research_in_chromium(isolated_env, corpus_dir, 
                     reference = dialog.locator("li").filter(has_text=re.compile(r"^\s*\[\d+\]"))
                     assert reference.count() >= 1, text[-2000:]
                     assert "sodium_ion" in reference.first.inner_text()
+                    page.wait_for_timeout(800)  # the dialog fades in: let the screenshot show it opaque
                     page.screenshot(path=str(screens / "4_report.png"))
                 finally:
                     browser.close()
