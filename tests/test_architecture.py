@@ -65,7 +65,7 @@ def test_no_import_cycles_between_modules() -> None:
         stack.append(m)
         for d in sorted(edges(m)):
             if state.get(d) == 1:
-                cycle = [*stack[stack.index(d):], d]
+                cycle = [*stack[stack.index(d) :], d]
                 pytest.fail("import cycle: " + " -> ".join(cycle))
             if d not in state:
                 visit(d)

@@ -22,9 +22,7 @@ TOOLS_FOR_PROMPT = "local_search, read_document, grep_artifacts, read_artifact"
 
 def _about_the_question(plan: ResearchPlan, question: str) -> bool:
     asked = set(content_terms(question))
-    written = " ".join(
-        [plan.plan_title, *(f"{s.title} {s.description} {' '.join(s.queries)}" for s in plan.steps)]
-    )
+    written = " ".join([plan.plan_title, *(f"{s.title} {s.description} {' '.join(s.queries)}" for s in plan.steps)])
     return not asked or bool(asked & set(content_terms(written)))
 
 
