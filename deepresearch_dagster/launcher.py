@@ -111,7 +111,7 @@ def failure_reasons(events: list[Any]) -> list[str]:
             reasons.append(data.user_failure_data.description)
         elif data.error and data.error.cls_name == "DagsterExecutionInterruptedError":
             # Dagster raised the interrupt itself at a step boundary.
-            reasons.append(f"{event.step_key} failed: {ResearchInterrupted().user_message}")
+            reasons.append(f"{event.step_key} failed: {ResearchInterrupted.MESSAGE}")
         elif data.error:
             reasons.append(data.error.message.strip())
     return reasons

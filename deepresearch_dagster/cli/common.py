@@ -138,11 +138,6 @@ def settings_from_args(args: argparse.Namespace) -> Any:
     )
 
 
-def known_lineage(settings: Any, partition: str) -> Any:
-    """The lineage store, or a usage error naming the unknown partition (exit code 2)."""
-    return known_research(settings, partition)[0]
-
-
 def known_research(settings: Any, partition: str) -> tuple[Any, str]:
     """The lineage store and the full partition key; an unambiguous prefix of a key is accepted
     (``deepresearch audit sodium-ion``). Unknown or ambiguous: a usage error (exit code 2)."""
@@ -167,8 +162,8 @@ def known_research(settings: Any, partition: str) -> tuple[Any, str]:
 def report_failure(what: str, outcome: Any, partition_dir: Path) -> int:
     from ..core.errors import ResearchInterrupted, redact
 
-    if ResearchInterrupted().user_message in outcome.message:
-        print(f"{what} {ResearchInterrupted().user_message}", file=sys.stderr)
+    if ResearchInterrupted.MESSAGE in outcome.message:
+        print(f"{what} {ResearchInterrupted.MESSAGE}", file=sys.stderr)
         print(f"  run {outcome.run_id}; files under {partition_dir}", file=sys.stderr)
         return EXIT_INTERRUPTED
     print(f"error: {what} failed: {redact(outcome.message)}", file=sys.stderr)

@@ -214,14 +214,6 @@ class ResearchSettings(BaseModel):
         validated = ResearchSettings.model_validate(merged)
         return self.model_copy(update={k: getattr(validated, k) for k in picked})
 
-    def with_overrides(self, **values: Any) -> ResearchSettings:
-        """Any fields (None ignored), validated; used by replays and tests."""
-        picked = {k: v for k, v in values.items() if v is not None}
-        if not picked:
-            return self
-        validated = ResearchSettings.model_validate({**self.model_dump(), **picked})
-        return self.model_copy(update={k: getattr(validated, k) for k in picked})
-
     @property
     def artifacts_path(self) -> Path:
         return Path(self.artifacts_dir).resolve()

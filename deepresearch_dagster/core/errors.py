@@ -188,10 +188,10 @@ class StructuredOutputError(ModelError):
 class ResearchInterrupted(ResearchError):
     """Ctrl-C or SIGTERM: stop at the next tool call; everything stored so far is kept."""
 
+    MESSAGE = "interrupted (Ctrl-C or SIGTERM): stopped; what was stored is kept and a new run resumes from it"
+
     def __init__(self) -> None:
-        super().__init__(
-            "interrupted (Ctrl-C or SIGTERM): stopped; what was stored is kept and a new run resumes from it"
-        )
+        super().__init__(self.MESSAGE)
 
 
 class BudgetExceeded(ResearchError):

@@ -177,7 +177,3 @@ _INSTRUCTION = re.compile("|".join(f"(?:{p})" for p in _INSTRUCTION_PATTERNS), r
 def is_instruction(text: str) -> bool:
     """True when ``text`` reads as an instruction to the model (or a fake tool call), not a claim."""
     return bool(text) and _INSTRUCTION.search(text) is not None
-
-
-def drop_instructions(sentences: list[str]) -> list[str]:
-    return [s for s in sentences if not is_instruction(s)]

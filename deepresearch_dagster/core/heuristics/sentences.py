@@ -229,7 +229,3 @@ def named_entities(text: str) -> int:
     """Capitalized words that do not open the sentence: a rough count of names."""
     tokens = text.split()
     return sum(1 for w in tokens[1:] if w[:1].isupper() and w.strip(".,;:()\"'").lower() not in STOPWORDS)
-
-
-def stands_alone(sentence: str) -> bool:
-    return not context_dependent(sentence) and not is_fragment(sentence)

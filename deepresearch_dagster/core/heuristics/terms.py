@@ -42,7 +42,6 @@ ASPECT_WORDS = set(
         "disadvantages effects impact impacts causes role history current state status latest"
     )
 )
-ANAPHORA = re.compile(r"^(it|its|this|these|they|that|those|such|he|she|his|her|their)\b", re.IGNORECASE)
 
 
 def topic_terms(text: str, drop_aspects: bool = False) -> list[str]:

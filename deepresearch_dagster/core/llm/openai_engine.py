@@ -67,12 +67,6 @@ from ..errors import CredentialsError
 from ..text import estimate_tokens
 from .engine import Attempt, Completion, EngineError, ToolCallRequest
 
-RETRYABLE = (
-    openai.RateLimitError,
-    openai.InternalServerError,
-    openai.APIConnectionError,
-    openai.APIResponseValidationError,
-)
 _OVERFLOW_MARKERS = (
     "context_length_exceeded",
     "maximum context length",
@@ -178,10 +172,9 @@ def is_context_overflow(exc: Exception) -> bool:
     return _names(exc, _OVERFLOW_MARKERS)
 
 
-def shrink_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Halve the longest message (keeping its head): raw data is on disk, prompts can lose it."""
-    longest = _longest(messages)
-    return [*messages[:longest], _halved(messages[longest]), *messages[longest + 1 :]]
+def shrink_messages(messages: list[dict[str, Any]], index: int) -> list[dict[str, Any]]:
+    """Halve message ``index`` (keeping its head): raw data is on disk, prompts can lose it."""
+    return [*messages[:index], _halved(messages[index]), *messages[index + 1 :]]
 
 
 def _longest(messages: list[dict[str, Any]]) -> int:
@@ -367,7 +360,7 @@ class OpenAIEngine:
                     shrinks += 1
                     attempts.append(Attempt("shrink", "context overflow: input halved", _ms(started)))
                     i = _longest(messages)
-                    messages = [*messages[:i], _halved(messages[i]), *messages[i + 1 :]]
+                    messages = shrink_messages(messages, i)
                     self._remember_shrink(origins[i], _text(messages[i]["content"]))
                     continue
                 if send_tools and _names(exc, _TOOL_MARKERS):

@@ -30,7 +30,6 @@ from .source_quality import corpus_status, corroborated_claims, listing_results,
 
 # A looked-up artifact slice enters the reporter's context; keep it bounded.
 MAX_LOOKUP_CHARS = 6000
-MODEL_ERRORS = MODEL_FAILURES  # the one definition (core/errors.py); kept for importers
 # Sections whose claims must carry a verifiable citation when the research found sources.
 CITED = ("Executive summary", "Key findings", "Analysis")
 _CITATION = re.compile(r"\[\d+\]")

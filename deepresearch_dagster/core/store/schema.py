@@ -301,12 +301,6 @@ CREATE OR REPLACE VIEW research_totals AS
     FROM research_metrics;
 """
 
-REDUCTION_VIEWS = (
-    "context_reduction_by_research",
-    "context_reduction_by_step",
-    "context_reduction_by_tool",
-    "context_reduction_by_summary_version",
-)
 AUDIT_VIEWS = (
     "llm_usage_by_research",
     "llm_usage_by_role_model",
