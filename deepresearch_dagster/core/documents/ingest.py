@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..naming import short_hash
+from ..store.artifacts import atomic_write_bytes, sha256_bytes
 from .html import extract_html_document
 from .markdown import extract_markdown, extract_plain_text
 from .model import ExtractedDocument, SkipFile
@@ -124,12 +126,12 @@ class TextCache:
             payload["skipped"] = value
         else:
             payload["document"] = value.to_json()
-        _write_atomic(self._entry(sha), json.dumps(payload, ensure_ascii=False, separators=(",", ":")))
+        atomic_write_bytes(self._entry(sha), json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode())
 
     def manifest_path(self, corpus_root: Path) -> Path | None:
         if self.root is None:
             return None
-        key = hashlib.sha256(str(corpus_root).encode()).hexdigest()[:16]
+        key = short_hash(str(corpus_root), 16)
         return self.root / "manifests" / f"{key}.json"
 
     def load_manifest(self, corpus_root: Path) -> dict[str, list[object]]:
@@ -147,22 +149,7 @@ class TextCache:
         if path is None:
             return
         payload = {"version": EXTRACTOR_VERSION, "root": str(corpus_root), "files": files, "skipped": dict(skipped)}
-        _write_atomic(path, json.dumps(payload, ensure_ascii=False, sort_keys=True, indent=0))
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, "utf-8")
-    os.replace(tmp, path)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        atomic_write_bytes(path, json.dumps(payload, ensure_ascii=False, sort_keys=True, indent=0).encode())
 
 
 def index_folder(
@@ -238,7 +225,7 @@ def index_folder(
                 except OSError as exc:
                     out.skipped.append((rel, f"unreadable: {exc.strerror or exc}"))
                     continue
-                sha = hashlib.sha256(data).hexdigest()
+                sha = sha256_bytes(data)
                 out.hashed += 1
                 cached = cache.get(sha)
                 if cached is not None:

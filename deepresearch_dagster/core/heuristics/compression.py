@@ -112,7 +112,7 @@ def compress_extractively(payload: dict[str, Any]) -> dict[str, Any]:
 def _html_text(html: str) -> tuple[str, str]:
     """Readable text of an HTML page a tool returned without extraction."""
     try:
-        from ..tools.html_text import html_to_text
+        from ..web.extract import html_to_text
 
         title, text = html_to_text(html)
         return text, title

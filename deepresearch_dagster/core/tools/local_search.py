@@ -13,7 +13,6 @@ states differently is *outdated*. Both are demoted in the ranking and flagged in
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -40,6 +39,7 @@ from ..documents import (
 )
 from ..documents.currency import find_date
 from ..documents.ingest import fingerprint, quick_fingerprint
+from ..naming import short_hash
 from ..text import STOPWORDS, content_terms, split_sentences
 from .base import Tool, ToolError, ToolResult
 
@@ -276,7 +276,7 @@ class LocalCorpus:
 
     def _snapshot_dir(self) -> Path:
         assert self.cache.root is not None
-        return self.cache.root / "snapshots" / hashlib.sha256(str(self.root).encode()).hexdigest()[:16]
+        return self.cache.root / "snapshots" / short_hash(str(self.root), 16)
 
     def _save_snapshot(self, fp: str) -> None:
         target = self._snapshot_dir()

@@ -27,14 +27,15 @@ from .urls import dedupe_by_url, normalize_url
 
 logger = logging.getLogger("deepresearch.web.search")
 
-DEFAULT_TIMEOUT_S = SearchSettings().timeout_s
 USER_AGENT = "deepresearch-dagster/0.1 (+search)"
 # Providers cap results per request; asking for more is an error on some of them.
 MAX_RESULTS_CAP = 20
-# Public endpoints: the defaults of the configuration (core/config.py SearchSettings).
-TAVILY_URL = SearchSettings().tavily_base_url
-BRAVE_URL = SearchSettings().brave_base_url
-SERPAPI_URL = SearchSettings().serpapi_base_url
+# Public endpoints and timeout: the defaults of the configuration (core/config.py SearchSettings).
+_DEFAULTS = SearchSettings()
+TAVILY_URL = _DEFAULTS.tavily_base_url
+BRAVE_URL = _DEFAULTS.brave_base_url
+SERPAPI_URL = _DEFAULTS.serpapi_base_url
+DEFAULT_TIMEOUT_S = _DEFAULTS.timeout_s
 
 
 class SearchResult(BaseModel):
