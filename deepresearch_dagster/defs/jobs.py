@@ -35,7 +35,7 @@ from ..core.pipeline import register
 from ..core.requests import RequestError, RequestQueue
 from .assets import compressed_summaries, research_assets, research_report
 from .partitions import ensure_partition, research_partitions
-from .resources import lineage_store
+from .resources import lineage_store, option_fields
 
 SAMPLE_QUESTION = (
     "What are the main challenges in commercializing solid-state batteries, and how are manufacturers addressing them?"
@@ -108,20 +108,13 @@ PARTITION_TAG = "deepresearch/partition"
 
 
 def _start_config_fields() -> dict[str, Any]:
-    """The question plus one field per request option (engine and corpus as plain strings)."""
-    namespace: dict[str, Any] = {
-        "__annotations__": {"question": str},
-        "__module__": __name__,
-        "question": Field(
-            default=SAMPLE_QUESTION,
-            description="the research question as you would ask it: any punctuation or language, up to 10,000 "
-            "characters",
-        ),
-    }
-    for name, info in RequestOptions.model_fields.items():
-        kind = info.annotation if name not in ("engine", "corpus_dir") else str | None
-        namespace["__annotations__"][name] = kind
-        namespace[name] = Field(default=None, description=f"{info.description} (empty = the configured default)")
+    """The question plus one field per request option (the resource's fields, same source)."""
+    namespace = option_fields(__name__, " (empty = the configured default)")
+    namespace["__annotations__"] = {"question": str, **namespace["__annotations__"]}
+    namespace["question"] = Field(
+        default=SAMPLE_QUESTION,
+        description="the research question as you would ask it: any punctuation or language, up to 10,000 characters",
+    )
     return namespace
 
 

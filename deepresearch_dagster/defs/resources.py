@@ -57,17 +57,19 @@ class _ResearchConfigBase(ConfigurableResource):
         return settings.model_copy(update={"models": models, "prompt_files": prompts})
 
 
-def _option_fields() -> dict[str, Any]:
-    """One resource field per request option, typed for Dagster config (engine as a string)."""
-    namespace: dict[str, Any] = {"__annotations__": {}, "__module__": __name__}
+def option_fields(module: str, description_suffix: str = "") -> dict[str, Any]:
+    """A class namespace with one Dagster config field per request option (``None`` = the
+    configured default; engine and corpus as plain strings): the resource and the start job's
+    launchpad both derive their fields from ``RequestOptions`` through this."""
+    namespace: dict[str, Any] = {"__annotations__": {}, "__module__": module}
     for name, info in RequestOptions.model_fields.items():
         kind = info.annotation if name not in ("engine", "corpus_dir") else str | None
         namespace["__annotations__"][name] = kind
-        namespace[name] = Field(default=None, description=info.description)
+        namespace[name] = Field(default=None, description=f"{info.description}{description_suffix}")
     return namespace
 
 
-ResearchConfig = type("ResearchConfig", (_ResearchConfigBase,), _option_fields())
+ResearchConfig = type("ResearchConfig", (_ResearchConfigBase,), option_fields(__name__))
 ResearchConfig.__doc__ = __doc__
 
 
