@@ -393,14 +393,25 @@ def _from_env(env: Mapping[str, str], base: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-def describe_validation_error(exc: ValidationError) -> str:
-    """pydantic's errors as one line: ``field: message; …``."""
+def describe_validation_error(exc: ValidationError, names: Mapping[str, str] | None = None) -> str:
+    """pydantic's errors as one line: ``where: message (got value); …``. ``names`` maps a field to
+    what the user typed it as (``--depth``, ``DEEPRESEARCH_MAX_STEPS``) so the line names that."""
     parts = []
     for e in exc.errors():
-        where = ".".join(map(str, e["loc"]))
+        loc = ".".join(map(str, e["loc"]))
+        where = (names or {}).get(loc, loc)
         message = e["msg"].removeprefix("Value error, ")
-        parts.append(f"{where}: {message}" if where else message)
+        got = e.get("input")
+        plain = isinstance(got, str | int | float) and not isinstance(got, bool)
+        secretish = any(w in loc for w in ("key", "url", "secret"))  # may carry credentials
+        shown = f" (got {got!r})" if plain and not secretish else ""
+        parts.append(f"{where}: {message}{shown}" if where else message)
     return "; ".join(parts)
+
+
+def option_names() -> dict[str, str]:
+    """Request option -> the CLI flag it is given as (``budget_wall_s`` -> ``--budget-seconds``)."""
+    return {name: flag for name, (flag, _kind, _help) in RequestOptions.knobs().items()}
 
 
 def load_settings(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> ResearchSettings:
@@ -409,12 +420,19 @@ def load_settings(overrides: Mapping[str, Any] | None = None, env: Mapping[str, 
     path = config_file_path(env)
     if path.is_file():
         values.update(read_config_file(path))
-    values.update(_from_env(env, values))
-    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    from_file = set(values)
+    from_env = _from_env(env, values)
+    values.update(from_env)
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    values.update(given)
+    # Name each bad value the way the user gave it: the variable, else the config file's key.
+    names = {f: f"{f} in {path}" for f in from_file}
+    names |= {f: ENV_VARS[f] for f in from_env if f in ENV_VARS and f not in given}
+    names |= {f"search.{f}": var for f, var in SEARCH_ENV_VARS.items() if env.get(var, "").strip()}
     try:
         settings = ResearchSettings.model_validate(values)
     except ValidationError as exc:
-        raise ConfigError(f"invalid configuration: {describe_validation_error(exc)}") from exc
+        raise ConfigError(f"invalid configuration: {describe_validation_error(exc, names)}") from exc
     _register_secrets(settings)
     return settings
 

@@ -58,8 +58,11 @@ def test_bad_config_is_one_clear_error(tmp_path: Path) -> None:
     path = _config(tmp_path, "depth = [")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_settings(env={"DEEPRESEARCH_CONFIG": str(path)})
-    with pytest.raises(ConfigError, match="depth"):
+    with pytest.raises(ConfigError, match=r"DEEPRESEARCH_DEPTH: .*less than or equal to 5 \(got '99'\)"):
         load_settings(env={"DEEPRESEARCH_DEPTH": "99"})
+    path = _config(tmp_path, "depth = 99")
+    with pytest.raises(ConfigError, match=r"depth in .*config.toml: .*less than or equal to 5 \(got 99\)"):
+        load_settings(env={"DEEPRESEARCH_CONFIG": str(path)})
 
 
 @pytest.mark.parametrize(

@@ -130,3 +130,32 @@ def test_currency_dates_and_supersession_markers():
     assert info["superseded"] and info["superseded_by"].startswith("2026 price list")
     assert currency("# Price list\nThis price list supersedes the 2025 one.\n", "p.md")["superseded"] is False
     assert currency("# Old\n", "Archive/2024/old.md")["superseded"] is True
+
+
+def test_a_paragraph_first_line_is_not_the_title():
+    para = " ".join(f"Sentence number {i} says something about heat." for i in range(14))
+    doc = extract_bytes(f"{para}\n\nMore text.\n".encode(), "long_first_line.txt")
+    assert doc.title == "long first line"
+    doc = extract_bytes(b"Quarterly figures 2026\n\nRevenue rose.\n", "q.txt")
+    assert doc.title == "Quarterly figures 2026"
+
+
+def test_huge_one_line_document_is_dated_from_its_head_and_read_a_window_at_a_time(tmp_path: Path):
+    import time
+
+    from deepresearch_dagster.core.tools.local_search import MAX_READ_CHARS, ReadDocumentArgs, corpus_tools, open_corpus
+
+    body = "Published 2025-03-04. " + "Asphalt stores heat during the day and releases it at night. " * 80_000
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "huge.txt").write_text(body)  # ~4.9 MB, no newline
+    started = time.perf_counter()
+    assert document_date(body, "huge.txt") == "2025-03-04"
+    assert time.perf_counter() - started < 1.0  # the head only, not 5 MB of regex search
+    corpus = open_corpus(str(tmp_path / "corpus"), str(tmp_path / "cache"))
+    read = next(t for t in corpus_tools(corpus) if t.name == "read_document")
+    text = read.run(ReadDocumentArgs(path="huge.txt")).content
+    assert len(text) < MAX_READ_CHARS + 5_000
+    assert "call read_document with start=" in text
+    nxt = int(text.rsplit("start=", 1)[1].split("]")[0])
+    more = read.run(ReadDocumentArgs(path="huge.txt", start=nxt, end=nxt + 1000)).content
+    assert f"[passage {nxt}/" in more and len(more) < MAX_READ_CHARS + 5_000

@@ -95,7 +95,8 @@ def find_date(text: str) -> str | None:
 
 def document_date(text: str, rel_path: str) -> str | None:
     """The date a document speaks for: a dated header line, else one in the first lines, else the file name."""
-    lines = [line for line in text.splitlines() if line.strip()][:25]
+    # Only the head matters, and a "line" may be a whole 20 MB one-line file: bound both.
+    lines = [line[:500] for line in text[:10_000].splitlines() if line.strip()][:25]
     for line in lines:
         if DATE_KEYWORDS.search(line):
             found = find_date(line)

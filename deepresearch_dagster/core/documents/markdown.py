@@ -7,6 +7,7 @@ import re
 from .model import ExtractedDocument, Section
 
 HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+MAX_TITLE_CHARS = 150
 
 
 def split_markdown(text: str, page: int | None = None, base: tuple[str, ...] = ()) -> list[Section]:
@@ -42,8 +43,13 @@ def first_title(text: str, fallback: str) -> str:
         match = HEADING.match(line)
         if match and len(match.group(1)) == 1:
             return match.group(2).strip()
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    return first.lstrip("#").strip()[:200] or fallback
+    first = next((line.strip() for line in text.splitlines()[:50] if line.strip()), "").lstrip("#").strip()
+    # A first line that reads as a paragraph (long, or several sentences) is not a title: the
+    # file's name says more, and stays short in the references.
+    sentences = len(re.findall(r"[.!?](?:\s|$)", first))
+    if not first or len(first) > MAX_TITLE_CHARS or sentences > 1 or first.startswith("|"):
+        return " ".join(re.sub(r"[_\-]+", " ", fallback).split()) or fallback
+    return first
 
 
 def extract_markdown(data: bytes, stem: str) -> ExtractedDocument:

@@ -12,6 +12,10 @@ MAX_QUESTION_CHARS = 10_000
 def validate_question(question: str) -> str:
     if not isinstance(question, str):
         raise InvalidQuestion("the question must be text")
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes in argv arrive as lone surrogates
+        raise InvalidQuestion("the question is not valid UTF-8 text") from None
     cleaned = question.strip()
     if not cleaned:
         raise InvalidQuestion("the question is empty")

@@ -48,6 +48,10 @@ DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "corpus"
 SUPERSEDED_FACTOR = 0.35  # a superseded document's passages score about a third
 OUTDATED_FACTOR = 0.6  # a passage whose quantity a newer document restates
 MAX_READ_PASSAGES = 30
+# One read returns at most this much text (~25k tokens): a 20 MB one-line file is read a window at
+# a time (the researcher pages on with start/end) instead of being copied whole into every step's
+# raw output and through the compressor.
+MAX_READ_CHARS = 100_000
 PER_DOCUMENT = 2  # passages per document in one result list
 SNAPSHOT_VERSION = 1
 
@@ -480,15 +484,23 @@ def render_document(doc: Document) -> str:
     return "\n\n".join([*_banner(doc), doc.text]).strip() + "\n"
 
 
-def render_passages(doc: Document, start: int, end: int) -> str:
+def render_passages(doc: Document, start: int, end: int, max_chars: int = MAX_READ_CHARS) -> str:
     chosen = [p for p in doc.passages if start <= p.n <= end]
     if not chosen:
         raise ToolError(f"{doc.path} has passages 1–{len(doc.passages)}; {start}–{end} is out of range")
     blocks = _banner(doc)
+    used = 0
     for p in chosen:
+        if used and used + len(p.text) > max_chars:
+            blocks.append(
+                f"[read stopped at {max_chars:,} characters: the document continues at passage {p.n} of "
+                f"{len(doc.passages)}; call read_document with start={p.n}]"
+            )
+            break
         where = _where(p.heading, p.page)
         blocks.append(f"## {doc.title}{' › ' + where if where else ''} [passage {p.n}/{len(doc.passages)}]")
-        blocks.append(p.text)
+        blocks.append(p.text[:max_chars])
+        used += len(p.text)
     return "\n\n".join(blocks).strip() + "\n"
 
 
@@ -515,7 +527,10 @@ def corpus_tools(corpus: LocalCorpus) -> list[Tool]:
         doc = corpus.get(args.path)
         title = f"{doc.title} (superseded)" if doc.superseded else doc.title
         if args.start is None and args.end is None:
-            return ToolResult(content=render_document(doc), kind="text", source=doc.path, source_title=title)
+            # A long document: its first window of passages, ending with where to go on.
+            whole = len(doc.text) <= MAX_READ_CHARS
+            content = render_document(doc) if whole else render_passages(doc, 1, len(doc.passages))
+            return ToolResult(content=content, kind="text", source=doc.path, source_title=title)
         start = args.start or 1
         end = max(start, args.end or start)
         end = min(end, start + MAX_READ_PASSAGES - 1)
@@ -538,7 +553,7 @@ def corpus_tools(corpus: LocalCorpus) -> list[Tool]:
         ),
         Tool(
             "read_document",
-            "Read one corpus document in full, or passages start..end of it.",
+            "Read one corpus document (a long one a window at a time), or passages start..end of it.",
             ReadDocumentArgs,
             read,
         ),
