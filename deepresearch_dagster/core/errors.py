@@ -8,6 +8,7 @@ unreachable or refusing engines, answers that stay invalid after repair, and bud
 from __future__ import annotations
 
 import contextlib
+import errno
 import re
 import threading
 from collections.abc import Iterable
@@ -196,6 +197,53 @@ class ResearchInterrupted(ResearchError):
 
 class BudgetExceeded(ResearchError):
     """A call would break a hard cap; the research stops and reports what it has."""
+
+
+class StorageError(ResearchError):
+    """The disk or the lineage database cannot be used (full, read-only, not a DuckDB file).
+    Retrying the same write cannot help, so it is never retried; everything already stored is
+    kept and the same command resumes once the cause is fixed."""
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+_READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def storage_failure(exc: BaseException) -> StorageError | None:
+    """The storage problem behind ``exc`` (or any exception in its chain) as one actionable line;
+    ``None`` when it is something else. DuckDB's errors are recognised by class name and message
+    so this module stays free of the DuckDB import."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, StorageError):
+            return current
+        if isinstance(current, OSError) and current.errno in _FULL + _READ_ONLY:
+            where = f" {current.filename}" if current.filename else ""
+            if current.errno in _FULL:
+                return StorageError(
+                    f"disk full writing{where}: free some space, then run the same command again to resume"
+                )
+            return StorageError(f"cannot write{where}: {current.strerror} (read-only disk or no permission)")
+        module = type(current).__module__ or ""
+        if "duckdb" in module:
+            text = str(current)
+            if "No space left on device" in text or "disk is full" in text.lower():
+                return StorageError(
+                    "disk full writing the lineage database: free some space, then run the same command again"
+                )
+            if "not a valid DuckDB database file" in text or "Corrupt database file" in text:
+                name = re.search(r'file "([^"]+)"', text)
+                where = f" {name.group(1)}" if name else ""
+                return StorageError(
+                    f"the lineage database{where} is not a readable DuckDB file (corrupt or truncated): move it "
+                    "aside and run again (a new one is created; the artifacts on disk are kept)"
+                )
+            if "Read-only file system" in text or "Permission denied" in text:
+                return StorageError(f"cannot write the lineage database: {text.splitlines()[0]}")
+        current = current.__cause__ or current.__context__
+    return None
 
 
 # The one definition of a fallback-worthy model failure.
