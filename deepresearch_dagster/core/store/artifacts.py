@@ -7,6 +7,7 @@ and is the whole world of the artifact tools.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -110,6 +111,25 @@ class ArtifactStore:
         self.root = Path(root).resolve()
         self.partition_key = partition_key
         self.partition_dir = self.root / partition_folder(partition_key)
+
+    def remove_stale_temps(self, older_than_s: float = 60.0) -> list[str]:
+        """Delete the temp files a killed writer left (``atomic_write_bytes`` names them
+        ``.<name>.<random>.tmp``); a live write finishes within seconds, so only old ones go.
+        Symlinked folders are not entered. Returns the removed paths, relative to the partition."""
+        removed: list[str] = []
+        if not self.partition_dir.is_dir() or self.partition_dir.is_symlink():
+            return removed
+        cutoff = time.time() - older_than_s
+        for folder, _dirs, files in os.walk(self.partition_dir):  # os.walk does not follow symlinks
+            for name in files:
+                path = Path(folder) / name
+                if not (name.startswith(".") and name.endswith(".tmp")) or path.is_symlink():
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    if path.stat().st_mtime < cutoff:
+                        path.unlink()
+                        removed.append(path.relative_to(self.partition_dir).as_posix())
+        return sorted(removed)
 
     def raw_dir(self, plan_title: str) -> Path:
         return self.partition_dir / plan_folder(plan_title)

@@ -82,3 +82,28 @@ def test_read_verified_is_confined_to_the_research(tmp_path):
     with pytest.raises(ArtifactAccessError):
         ArtifactStore(tmp_path, "k").read_verified(other.relpath, other.sha256)
     assert ArtifactStore(tmp_path, "k").verify(other.relpath, other.sha256) is None
+
+
+def test_stale_temp_files_of_a_killed_writer_are_removed_fresh_ones_kept(tmp_path):
+    import os
+    import time
+
+    from deepresearch_dagster.core.store.artifacts import ArtifactStore
+
+    store = ArtifactStore(tmp_path, "p-1")
+    raw = store.raw_dir("Plan")
+    raw.mkdir(parents=True)
+    old = raw / ".step1_x.json.abc123.tmp"
+    fresh = store.partition_dir / ".report.md.def456.tmp"
+    keep = raw / "step1_x.json"
+    for path in (old, fresh, keep):
+        path.write_text("partial")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    os.utime(keep, (time.time() - 3600, time.time() - 3600))
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / ".victim.tmp").write_text("x")
+    os.utime(outside / ".victim.tmp", (0, 0))
+    (store.partition_dir / "link").symlink_to(outside)
+    assert store.remove_stale_temps() == [old.relative_to(store.partition_dir).as_posix()]
+    assert not old.exists() and fresh.exists() and keep.exists() and (outside / ".victim.tmp").exists()
