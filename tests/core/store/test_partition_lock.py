@@ -1,0 +1,67 @@
+"""One run per partition: a second process is refused with who holds it; a killed holder frees it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from deepresearch_dagster.core.store.partition_lock import LOCK_NAME, PartitionBusy, partition_lock
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="advisory locks are POSIX")
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from deepresearch_dagster.core.store.partition_lock import partition_lock
+with partition_lock(Path(sys.argv[1]), "p", "run-other"):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def _hold(folder: Path, seconds: float) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(folder), str(seconds)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_second_process_is_refused_naming_the_holder(tmp_path: Path):
+    proc = _hold(tmp_path, 30)
+    try:
+        busy = rf"already running \(pid {proc.pid}, run run-other\)"
+        with pytest.raises(PartitionBusy, match=busy), partition_lock(tmp_path, "p", "run-me"):
+            pass
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path):
+    proc = _hold(tmp_path, 30)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with partition_lock(tmp_path, "p", "run-me"):
+        assert "run-me" in (tmp_path / LOCK_NAME).read_text()
+
+
+def test_waiting_takes_the_lock_once_the_holder_finishes(tmp_path: Path):
+    proc = _hold(tmp_path, 0.5)
+    started = time.monotonic()
+    with partition_lock(tmp_path, "p", "run-me", wait_s=20):
+        assert time.monotonic() - started < 15
+    proc.wait()
+
+
+def test_the_lock_is_reentrant_within_a_process(tmp_path: Path):
+    with partition_lock(tmp_path, "p", "run-me"), partition_lock(tmp_path, "p", "run-me"):
+        pass
+    with partition_lock(tmp_path, "p", "run-again"):  # fully released after the outer block
+        pass
