@@ -22,15 +22,23 @@ install: $(VENV)/.installed
 demo: install
 	$(BIN)/deepresearch run "$(DEMO_QUESTION)" --show-report
 
+# Two pytest-xdist workers (the 2-core target machine; `make test PYTEST_WORKERS=auto` for more);
+# tests/conftest.py hands the tests out one at a time, the long ones first.
+PYTEST_WORKERS ?= 2
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS)
 
 dev: install
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
-# Quick mode by default; `make bench BENCH_ARGS=--full` for the larger sizes.
+# Quick mode by default; `make bench BENCH_ARGS=--full` for the larger sizes, `BENCH_ARGS=--only
+# audit_scale` for one. Prints the table (figure, now, goal, met), writes benchmarks/results/
+# summary.json + summary.md, then copies summary.md into the README's Performance section
+# (benchmarks/update_readme.py, between the bench:start/bench:end markers). The README is updated
+# even when a benchmark could not run (its row says so); make still fails in that case.
 bench: install
-	PYTHONPATH=$(CURDIR) $(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)
+	PYTHONPATH=$(CURDIR) $(BIN)/python benchmarks/run_all.py $(BENCH_ARGS); status=$$?; \
+	$(BIN)/python benchmarks/update_readme.py && exit $$status
 
 # Red-team suite (issue 15): confinement, SSRF list, deadlines, ReDoS, secrets, prompt injection;
 # prints the table (case, expected, observed, pass) at the end.

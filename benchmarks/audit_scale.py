@@ -15,14 +15,19 @@ Timed (median of 5 after one warm-up, connection opened read-only):
   FROM (SELECT * FROM <view>) t`: every row and column computed, nothing converted to Python);
   for views with a partition_key column, also the one-research lookup `… WHERE partition_key = ?`
   that `deepresearch audit` runs;
-  core.audit.metrics() in-process (the queries of `deepresearch metrics`), if it exists;
-  `deepresearch metrics --json` as a subprocess (wall time, CLI start-up included), if the
-  subcommand exists, and `deepresearch --help` as the start-up baseline.
-Goal: each query ≤ 100 ms.
+  core.store.audit.metrics() in-process (the queries of `deepresearch metrics`: totals, usage by
+  role and model, tools, and the first page of 20 researches), warm (its across-research summary
+  read back from audit_cache, as while nothing was written) and cold (audit_cache emptied before
+  each call, as on the first call after a write: fingerprint, every aggregate, the cache write);
+  `deepresearch metrics --json`, `ls --json` and `audit KEY --json` as subprocesses (wall time,
+  CLI start-up included; wall and CPU time, bytecode cached as after a first run), and
+  `deepresearch --help` as the start-up baseline.
+Goal: each query ≤ 100 ms; each of those commands ≤ 500 ms wall.
 """
 
 from __future__ import annotations
 
+import resource
 import statistics
 import subprocess
 import sys
@@ -189,16 +194,30 @@ def time_metrics_function(path: Path) -> dict[str, Any] | None:
     from deepresearch_dagster.core.llm.pricing import DEFAULT_PRICES
 
     lineage = LineageStore.at(path)
-    ms, result = median_ms(lambda: fn(lineage, DEFAULT_PRICES))
+    with lineage.session():  # one connection, as the CLI holds one
+        ms, result = median_ms(lambda: fn(lineage, DEFAULT_PRICES))
+        cold = []
+        for _ in range(REPEAT):
+            lineage.query("DELETE FROM audit_cache RETURNING name")
+            start = time.perf_counter()
+            fn(lineage, DEFAULT_PRICES)
+            cold.append((time.perf_counter() - start) * 1000)
     researches = len(getattr(result, "researches", []) or [])
-    return {"ms": ms, "researches_listed": researches}
+    return {
+        "ms": ms,
+        "cold_ms": round(statistics.median(cold), 2),
+        "researches_listed": researches,
+        "researches_total": getattr(result, "researches_total", researches),
+    }
 
 
 def time_cli(path: Path, tmp: Path) -> dict[str, Any] | None:
     import os
 
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+        # Bytecode cached (as for a user after the first run), outside the repository.
+        "PYTHONPYCACHEPREFIX": str(tmp / "pycache"),
         "PYTHONPATH": str(REPO),
         "DEEPRESEARCH_DUCKDB": str(path),
         "DEEPRESEARCH_ARTIFACTS_DIR": str(tmp / "artifacts"),
@@ -209,23 +228,36 @@ def time_cli(path: Path, tmp: Path) -> dict[str, Any] | None:
     if probe.returncode != 0:
         return None
 
-    def run(args: list[str]) -> tuple[float, int]:
+    def run(args: list[str]) -> tuple[float, int, float]:
+        """Wall ms, stdout bytes and CPU ms (user + system) of one command."""
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         proc = subprocess.run([*base, *args], env=env, capture_output=True, text=True)
+        wall = (time.perf_counter() - start) * 1000
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if proc.returncode != 0:
             raise RuntimeError(f"deepresearch {' '.join(args)} failed: {proc.stderr[-500:]}")
-        return (time.perf_counter() - start) * 1000, len(proc.stdout)
+        cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000
+        return wall, len(proc.stdout), cpu
 
+    import duckdb
+
+    with duckdb.connect(str(path), read_only=True) as conn:
+        key = conn.execute("SELECT max(partition_key) FROM research_requests").fetchone()[0]
     run(["metrics", "--json"])  # warm-up (file cache)
-    metrics = [run(["metrics", "--json"]) for _ in range(REPEAT)]
-    startup = [run(["--help"])[0] for _ in range(REPEAT)]
-    m, s = statistics.median(t for t, _ in metrics), statistics.median(startup)
-    return {
-        "metrics_json_ms": round(m, 1),
-        "cli_startup_ms": round(s, 1),
-        "metrics_minus_startup_ms": round(m - s, 1),
-        "stdout_bytes": metrics[0][1],
-    }
+    out: dict[str, Any] = {}
+    for name, args in (
+        ("metrics_json", ["metrics", "--json"]),
+        ("cli_startup", ["--help"]),
+        ("ls_json", ["ls", "--json"]),
+        ("audit_json", ["audit", key, "--json"]),
+    ):
+        runs = [run(args) for _ in range(REPEAT)]
+        out[f"{name}_ms"] = round(statistics.median(r[0] for r in runs), 1)
+        out[f"{name}_cpu_ms"] = round(statistics.median(r[2] for r in runs), 1)
+        out[f"{name}_stdout_bytes"] = runs[0][1]
+    out["metrics_minus_startup_ms"] = round(out["metrics_json_ms"] - out["cli_startup_ms"], 1)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -260,13 +292,18 @@ def main(argv: list[str] | None = None) -> int:
         title=f"audit views over {n:,} tool calls (median of {REPEAT})",
     )
     if fn:
-        print(f"core.audit.metrics() in-process: {fn['ms']} ms ({fn['researches_listed']:,} researches listed)")
+        print(
+            f"core.audit.metrics() in-process: {fn['ms']} ms warm, {fn['cold_ms']} ms cold "
+            f"({fn['researches_listed']:,} of {fn['researches_total']:,} researches listed)"
+        )
     else:
         print("core.audit.metrics() not found: skipped")
     if cli:
         print(
             f"`deepresearch metrics --json`: {cli['metrics_json_ms']} ms wall "
-            f"(CLI start-up `deepresearch --help` {cli['cli_startup_ms']} ms → {cli['metrics_minus_startup_ms']} ms)"
+            f"({cli['metrics_json_cpu_ms']} ms CPU; `deepresearch --help` {cli['cli_startup_ms']} ms); "
+            f"`ls --json` {cli['ls_json_ms']} ms ({cli['ls_json_cpu_ms']} ms CPU), "
+            f"`audit KEY --json` {cli['audit_json_ms']} ms ({cli['audit_json_cpu_ms']} ms CPU)"
         )
     else:
         print("`deepresearch metrics` subcommand not found: skipped")
@@ -292,18 +329,35 @@ def main(argv: list[str] | None = None) -> int:
             )
     if fn:
         summary.append(
-            figure("core.audit.metrics() (metrics queries)", fn["ms"], "≤ 100 ms", fn["ms"] <= GOAL_MS, "ms")
-        )
-    if cli:
-        summary.append(
             figure(
-                "deepresearch metrics --json (wall − CLI start-up)",
-                cli["metrics_minus_startup_ms"],
+                "core.store.audit.metrics(), nothing written since the last call",
+                fn["ms"],
                 "≤ 100 ms",
-                cli["metrics_minus_startup_ms"] <= GOAL_MS,
+                fn["ms"] <= GOAL_MS,
                 "ms",
             )
         )
+        summary.append(
+            figure(
+                "core.store.audit.metrics(), first call after a write",
+                fn["cold_ms"],
+                "≤ 100 ms",
+                fn["cold_ms"] <= GOAL_MS,
+                "ms",
+            )
+        )
+    if cli:
+        # The whole command as a user runs it (start-up included): `deepresearch --help` no longer
+        # loads pydantic/DuckDB, so "wall − start-up" would count the imports as query time.
+        for label, key in (
+            ("metrics --json", "metrics_json"),
+            ("ls --json", "ls_json"),
+            ("audit KEY --json", "audit_json"),
+        ):
+            wall, cpu = cli[f"{key}_ms"], cli[f"{key}_cpu_ms"]
+            summary.append(
+                figure(f"deepresearch {label}, wall (CPU {cpu:,.0f} ms)", wall, "≤ 500 ms", wall <= 500, "ms")
+            )
     write_result(
         "audit_scale",
         {

@@ -1,11 +1,16 @@
 """Run the whole benchmark suite (quick by default) and print one summary table.
 
-Usage: python benchmarks/run_all.py [--full] [--only NAME[,NAME...]]
+Usage: python benchmarks/run_all.py [--full] [--only NAME[,NAME...]] [--summary-only]
 
 Each benchmark runs as its own process (so one that cannot run does not stop the others), prints
-its figures and writes benchmarks/results/<name>.json; this script collects their "summary"
-figures into benchmarks/results/summary.json. Exit status is non-zero only when a benchmark could
-not run — missing a goal is reported in the table, not as a failure.
+its figures and writes benchmarks/results/<name>.json. This script then builds one table —
+figure, now, goal, met — from the "summary" figures of every benchmarks/results/<name>.json
+present (so `--only` refreshes some rows and keeps the others, each with its own date and mode),
+prints it and writes it to benchmarks/results/summary.json and, as a Markdown table,
+benchmarks/results/summary.md (which `benchmarks/update_readme.py` copies into the README's
+Performance section). `--summary-only` runs nothing and rebuilds the table from the files.
+Exit status is non-zero only when a benchmark could not run — missing a goal is reported in the
+table, not as a failure.
 """
 
 from __future__ import annotations
@@ -41,13 +46,68 @@ def _value(fig: dict) -> str:
     return f"{text} {unit}".strip() if unit and text else text
 
 
+HEADERS = ["figure", "now", "goal", "met"]
+MET = {True: "yes", False: "no", None: ""}
+
+
+def collect(failed: dict[str, int]) -> tuple[list[list[str]], list[dict]]:
+    """One row per summary figure of every benchmark with a results file (in suite order), and
+    where each benchmark's figures come from (mode, date). ``failed``: name -> exit code of a
+    benchmark that could not run this time (its row says so; older figures are not shown)."""
+    rows, sources = [], []
+    for number, name, title in BENCHMARKS:
+        path = RESULTS / f"{name}.json"
+        if name in failed:
+            rows.append([f"{number} {title}: could not run (exit code {failed[name]})", "", "", "ERROR"])
+            continue
+        if not path.is_file():
+            continue
+        data = json.loads(path.read_text("utf-8"))
+        figures = data.get("summary") or []
+        sources.append(
+            {
+                "number": number,
+                "name": name,
+                "title": title,
+                "mode": data.get("mode") or "",
+                "date": (data.get("machine") or {}).get("date") or "",
+                "figures": len(figures),
+            }
+        )
+        for fig in figures:
+            rows.append([f"{number} {fig['figure']}", _value(fig), fig.get("goal") or "", MET[fig.get("met")]])
+    return rows, sources
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(rows: list[list[str]], sources: list[dict], info: dict) -> str:
+    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    made = ", ".join(
+        f"{s['number']} `{s['name']}.py` ({', '.join(x for x in (s['mode'], s['date']) if x) or 'undated'})"
+        for s in sources
+    )
+    return (
+        "\n".join(lines) + f"\n\nFigures from: {made}. Machine: {info['nproc']} CPUs, {info['memory_gib']} GiB, "
+        f"Python {info['python']}; other work on the same machine makes timings vary from run to run.\n"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(__doc__, argv, only={"default": "", "help": "comma-separated benchmark names"})
+    args = parse_args(
+        __doc__,
+        argv,
+        only={"default": "", "help": "comma-separated benchmark names or numbers"},
+        summary_only={"action": "store_true", "help": "run nothing; rebuild the table from the results files"},
+    )
     wanted = {n.strip() for n in args.only.split(",") if n.strip()}
-    selected = [b for b in BENCHMARKS if not wanted or b[1] in wanted or b[0] in wanted]
+    selected = [] if args.summary_only else [b for b in BENCHMARKS if not wanted or b[1] in wanted or b[0] in wanted]
     mode = "full" if args.full else "quick"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    rows, runs = [], []
+    runs, failed = [], {}
     suite_start = time.perf_counter()
     for number, name, title in selected:
         print(f"\n{'=' * 100}\n[{number}] {title}: benchmarks/{name}.py ({mode})\n{'=' * 100}", flush=True)
@@ -58,30 +118,26 @@ def main(argv: list[str] | None = None) -> int:
         code = subprocess.call(cmd, cwd=REPO, env=env)
         seconds = round(time.perf_counter() - start, 1)
         fresh = path.is_file() and path.stat().st_mtime >= started_at
-        run = {"number": number, "name": name, "exit_code": code, "seconds": seconds, "results": str(path)}
-        runs.append(run)
+        runs.append({"number": number, "name": name, "exit_code": code, "seconds": seconds, "results": str(path)})
         if code != 0 or not fresh:
-            rows.append([number, name, "could not run", f"exit code {code}", "", "ERROR"])
-            continue
-        figures = json.loads(path.read_text("utf-8")).get("summary", [])
-        run["summary"] = figures
-        for fig in figures:
-            met = {True: "yes", False: "NO", None: ""}[fig.get("met")]
-            rows.append([number, name, fig["figure"], _value(fig), fig.get("goal") or "", met])
+            failed[name] = code
     total = round(time.perf_counter() - suite_start, 1)
 
+    rows, sources = collect(failed)
     info = machine()
     print(f"\n{'=' * 100}")
     print_table(
-        ["#", "benchmark", "figure", "value", "goal", "met?"],
+        HEADERS,
         rows,
-        title=f"Benchmark summary ({mode}) — {info['date']}, {info['nproc']} CPUs, {info['memory_gib']} GiB, "
-        f"Python {info['python']}",
+        title=f"Benchmark summary — {info['date']}, {info['nproc']} CPUs, {info['memory_gib']} GiB, "
+        f"Python {info['python']} (this run: {mode}; each benchmark's own mode and date in summary.md)",
     )
-    print_table(
-        ["#", "benchmark", "seconds", "exit"], [[r["number"], r["name"], r["seconds"], r["exit_code"]] for r in runs]
-    )
-    print(f"total {total} s")
+    if runs:
+        print_table(
+            ["#", "benchmark", "seconds", "exit"],
+            [[r["number"], r["name"], r["seconds"], r["exit_code"]] for r in runs],
+        )
+        print(f"total {total} s")
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "summary.json"
     out.write_text(
@@ -91,9 +147,8 @@ def main(argv: list[str] | None = None) -> int:
                 "machine": info,
                 "total_seconds": total,
                 "benchmarks": runs,
-                "table": [
-                    dict(zip(["number", "benchmark", "figure", "value", "goal", "met"], r, strict=True)) for r in rows
-                ],
+                "sources": sources,
+                "table": [dict(zip(HEADERS, r, strict=True)) for r in rows],
             },
             indent=2,
             ensure_ascii=False,
@@ -101,8 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         + "\n",
         encoding="utf-8",
     )
-    print(f"wrote {out.relative_to(REPO)}")
-    return 1 if any(r["exit_code"] != 0 for r in runs) else 0
+    md = RESULTS / "summary.md"
+    md.write_text(markdown(rows, sources, info), encoding="utf-8")
+    print(f"wrote {out.relative_to(REPO)} and {md.relative_to(REPO)}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,14 @@ class RunOutcome:
     events: list[Any] = field(default_factory=list, repr=False)
 
 
+def _run_lineage_session(definitions: Definitions, lineage: LineageStore | None) -> AbstractContextManager[None]:
+    duckdb = (definitions.resources or {}).get("duckdb")
+    database = getattr(duckdb, "database", None)
+    if isinstance(database, str) and not getattr(duckdb, "connection_config", None):
+        return LineageStore.at(database).session()
+    return lineage.session() if lineage is not None else nullcontext()
+
+
 def run_job(
     job_name: str,
     partition_key: str,
@@ -147,18 +156,18 @@ def run_job(
     run_config: dict[str, Any] = dict(QUIET_LOGS) if quiet else {}
     if resources_config:
         run_config["resources"] = resources_config
-    result = (
-        # Schedules are not needed to run a job: a broken recurring.yaml must not stop a research.
-        (definitions or build_definitions(schedules=False))
-        .resolve_job_def(job_name)
-        .execute_in_process(
+    # Schedules are not needed to run a job: a broken recurring.yaml must not stop a research.
+    definitions = definitions or build_definitions(schedules=False)
+    # One lineage session for the whole run: its ops (all in this process) share one DuckDB
+    # connection instead of opening one each; it is let go whenever another process waits.
+    with _run_lineage_session(definitions, lineage):
+        result = definitions.resolve_job_def(job_name).execute_in_process(
             partition_key=partition_key,
             instance=instance,
             raise_on_error=False,
             run_config=run_config,
             tags={**(tags or {}), PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()},
         )
-    )
     reasons = [] if result.success else failure_reasons(result.all_events)
     message = "" if result.success else (reasons[-1] if reasons else "unknown error")
     return RunOutcome(result.success, result.run_id, message, reasons, list(result.all_events))

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from dataclasses import astuple
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,23 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1] / "deepresearch_dagster"
 SECRET_KEY = "sk-test-secret-do-not-leak-1234"
 
 
+@pytest.fixture(scope="session")
+def ready_dagster_home_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An instance folder whose SQLite storage is already created and migrated (about a second of
+    CPU per new instance, once per test process instead of once per test)."""
+    from deepresearch_dagster.launcher import init_instance_storage
+
+    home = make_dagster_home(tmp_path_factory.mktemp("dagster_home_template"))
+    init_instance_storage(home)
+    return home
+
+
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own artifact root and DAGSTER_HOME and no model configured."""
+def isolated_env(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own artifact root and DAGSTER_HOME and no model configured.
+
+    The DAGSTER_HOME is a copy of a ready instance (storage created, as after a first run);
+    ``@pytest.mark.fresh_dagster_home`` gives a test one whose storage does not exist yet."""
     for var in (
         "OPENAI_API_KEY",
         "OPENAI_BASE_URL",
@@ -30,7 +45,12 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("DEEPRESEARCH_ARTIFACTS_DIR", str(tmp_path / "artifacts"))
     # A developer's own ~/.config/deepresearch/config.toml must not leak into tests.
     monkeypatch.setenv("DEEPRESEARCH_CONFIG", str(tmp_path / "no-config.toml"))
-    monkeypatch.setenv("DAGSTER_HOME", str(make_dagster_home(tmp_path / "dagster_home")))
+    home = tmp_path / "dagster_home"
+    if request.node.get_closest_marker("fresh_dagster_home"):
+        make_dagster_home(home)
+    else:
+        shutil.copytree(request.getfixturevalue("ready_dagster_home_template"), home)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
     return tmp_path
 
 
@@ -87,3 +107,104 @@ def _no_leaked_dagster_instance() -> Iterator[None]:
     token = _current_storage.set(None)
     yield
     _current_storage.reset(token)
+
+
+# ``make test`` runs the suite on pytest-xdist workers. Each worker is handed one test at a time
+# when it is nearly idle, in collection order, so the long tests go first: the wall time is then
+# about the longest of them plus everything else split in two, not one long test started last.
+SLOW_FIRST = (
+    "test_real_servers_e2e.py",
+    "test_concurrency.py",
+    "test_ui_browser.py",
+    "test_ui_smoke.py",
+    "test_replay.py",
+    "test_web_e2e.py",
+    "test_dagster_e2e.py",
+    "test_openai_e2e.py",
+    "test_paths_agree.py",
+    "test_sensors_schedules.py",
+    "test_cli.py",
+    "test_interrupts.py",
+)
+# Modules whose tests share a module- or class-scoped fixture: each goes to one worker whole,
+# so the fixture is set up once (checked in pytest_collection_modifyitems).
+KEEP_TOGETHER = (
+    "tests/test_real_servers_e2e.py",
+    "tests/test_cli_startup.py",
+    "tests/core/web/test_search.py",
+    "tests/core/web/test_fetch.py",
+    "tests/core/test_passage_search.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: modules stay whole
+    shared = {
+        item.nodeid.split("::")[0]
+        for item in items
+        if (info := getattr(item, "_fixtureinfo", None))
+        for defs in info.name2fixturedefs.values()
+        if defs and defs[-1].scope in ("package", "module", "class") and defs[-1].baseid != ""
+    }
+    if missing := sorted(shared - set(KEEP_TOGETHER)):
+        config.issue_config_time_warning(
+            pytest.PytestWarning(f"add {missing} to KEEP_TOGETHER in tests/conftest.py (module fixtures)"), 2
+        )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Plain ``-n N`` (``--dist load``): one test per work unit, handed out in collection order,
+    except the KEEP_TOGETHER modules, one unit each."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneTestOrOneModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::")[0]
+            return module if module in KEEP_TOGETHER else nodeid
+
+    config.option.loadscopereorder = False  # keep the slow-first order
+    return OneTestOrOneModule(config, log)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker hands its red-team rows (tests/redteam/conftest.py) to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        from tests.redteam.conftest import ROWS
+
+        workeroutput["redteam_rows"] = [astuple(r) for r in ROWS]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    from tests.redteam.conftest import ROWS, Row
+
+    ROWS.extend(Row(*row) for row in getattr(node, "workeroutput", {}).get("redteam_rows", []))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The red-team table (``make redteam``), also when the rows come from xdist workers."""
+    if hasattr(terminalreporter.config, "workeroutput"):
+        return
+    from tests.redteam.conftest import ROWS
+
+    if not ROWS:
+        return
+    headers = ("case", "expected", "observed", "pass", "s")
+    cells = [(r.case, r.expected, r.observed, "PASS" if r.passed else "FAIL", f"{r.seconds:.2f}") for r in ROWS]
+    widths = [min(70, max(len(h), *(len(c[i]) for c in cells))) for i, h in enumerate(headers)]
+
+    def line(values: tuple[str, ...]) -> str:
+        return "| " + " | ".join(v[:w].ljust(w) for v, w in zip(values, widths, strict=True)) + " |"
+
+    terminalreporter.write_sep("=", "red-team table")
+    terminalreporter.write_line(line(headers))
+    terminalreporter.write_line("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for c in cells:
+        terminalreporter.write_line(line(c))
+    failed = sum(not r.passed for r in ROWS)
+    terminalreporter.write_line(f"{len(ROWS)} cases, {len(ROWS) - failed} pass, {failed} fail")

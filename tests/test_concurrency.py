@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import duckdb
+import pytest
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
 from deepresearch_dagster.core.store.artifacts import sha256_bytes
@@ -59,8 +60,17 @@ def _counts(db: Path, key: str) -> dict[str, object]:
         }
 
 
+@pytest.mark.fresh_dagster_home  # the eight first runs race to create the instance storage
 def test_eight_concurrent_researches_lose_no_rows(isolated_env):
     env = dict(os.environ)
+    # The same research alone, in a fresh instance and database of its own (compared below),
+    # runs meanwhile: it shares neither file with the eight, so it still writes as if alone.
+    alone_env = {
+        **env,
+        "DEEPRESEARCH_ARTIFACTS_DIR": str(isolated_env / "alone"),
+        "DAGSTER_HOME": str(make_dagster_home(isolated_env / "alone_home")),
+    }
+    alone_proc = _start(QUESTIONS[0], alone_env)
     started = time.monotonic()
     procs = [_start(q, env) for q in QUESTIONS]
     outputs = []
@@ -116,14 +126,8 @@ def test_eight_concurrent_researches_lose_no_rows(isolated_env):
         assert set(keys) <= set(materialized), name
 
     # The same research alone, in a fresh instance and database, writes exactly the same rows.
-    alone_env = {
-        **env,
-        "DEEPRESEARCH_ARTIFACTS_DIR": str(isolated_env / "alone"),
-        "DAGSTER_HOME": str(make_dagster_home(isolated_env / "alone_home")),
-    }
-    proc = _start(QUESTIONS[0], alone_env)
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err[-2000:]
+    out, err = alone_proc.communicate(timeout=600)
+    assert alone_proc.returncode == 0, err[-2000:]
     alone = json.loads(out)
     assert _counts(Path(alone["duckdb"]), alone["partition_key"]) == _counts(db, keys[0])
 

@@ -94,8 +94,17 @@ def test_reporter_can_look_up_artifacts_confined_to_the_research(fake_openai, co
         "How do sodium-ion cells work?", {"engine": "openai", "corpus_dir": str(corpus_dir)}
     )
     assert result.success
-    final = fake_openai.requests_for("reporter")[-1]["messages"]
-    tool_messages = [json.loads(m["content"]) for m in final if m["role"] == "tool"]
+
+    def section(heading: str) -> list[dict]:
+        return next(
+            r["messages"]
+            for r in fake_openai.requests_for("reporter")
+            if f"Write the section: {heading}\n" in r["messages"][-1]["content"]
+        )
+
+    # The looked-up text reaches the sections that must cite, not those written from the index.
+    assert not [m for m in section("Suggested next steps") if m["role"] == "tool"]
+    tool_messages = [json.loads(m["content"]) for m in section("Analysis") if m["role"] == "tool"]
     assert tool_messages[0]["matches"] and all(
         m["file"].endswith((".txt", ".json")) for m in tool_messages[0]["matches"]
     )
@@ -134,3 +143,26 @@ def test_new_compressor_model_recompresses_from_disk_with_zero_tool_calls(fake_o
     assert bundle["compressor_model"] == "another-compressor"
     versions = lineage.query("SELECT DISTINCT compressor_model FROM summaries ORDER BY 1")
     assert [v["compressor_model"] for v in versions] == ["another-compressor", "gpt-4o-mini"]
+
+
+def test_a_second_run_of_the_partition_asks_the_model_nothing_and_writes_the_same_report(fake_openai, corpus_dir):
+    # Issue 15: a resumed (or re-materialized) research replays the model answers it already has.
+    question = "How do sodium-ion batteries work and what do they cost?"
+    options = {"engine": "openai", "corpus_dir": str(corpus_dir)}
+    result, key, settings, _ = materialize_question(question, options)
+    assert result.success
+    first = len(fake_openai.requests)
+    partition = settings.artifacts_path / key
+    report = (partition / "report.md").read_bytes()
+    assert first > 0 and any((partition / "llm_cache").glob("*.json"))
+
+    (partition / "report.md").unlink()  # as after a kill between the report's two files
+    result, *_ = materialize_question(question, options)
+    assert result.success
+    assert len(fake_openai.requests) == first, "a second run must not ask the model again"
+    assert (partition / "report.md").read_bytes() == report
+    lineage = LineageStore.at(settings.duckdb_file)
+    replayed = lineage.query(
+        "SELECT count(*) AS n FROM llm_calls WHERE partition_key = ? AND status = 'cached'", [key]
+    )[0]["n"]
+    assert replayed > 0

@@ -7,18 +7,32 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
-from ..core.config import RequestOptions
-from ..core.errors import ResearchError
-from .common import ENGINE_HELP, EXIT_INTERRUPTED, EXIT_USAGE, UsageError
+from ..core.errors import ResearchError, storage_failure
+from .common import ENGINE_HELP, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, add_page_options
 from .operations import add_operation_commands
 from .research import cmd_compress, cmd_extract, cmd_ls, cmd_run
 
 __all__ = ["build_parser", "main"]
 
+# Start-up cost: the command modules import only the standard library and core.errors at module
+# level; pydantic, DuckDB, rich, httpx and Dagster are imported inside the command that needs
+# them, so `--help`, `ls`, `audit` and `metrics` never load Dagster or the web stack
+# (tests/test_cli_startup.py checks it).
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="deepresearch", description=__doc__.splitlines()[0])
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (argparse prints the whole usage block first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def build_parser(knobs: bool = True) -> argparse.ArgumentParser:
+    """The whole parser; ``knobs=False`` leaves out ``run``'s research-size flags (built from
+    ``RequestOptions``, i.e. pydantic), which only ``run`` parses."""
+    parser = _Parser(prog="deepresearch", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="research a question end to end as a Dagster partition")
@@ -29,13 +43,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--show-report", action="store_true", help="print the report before the figures")
     run.add_argument("--quiet", action="store_true", help="no progress lines")
     run.add_argument("--verbose", action="store_true", help="progress lines with full artifact paths")
-    knobs = run.add_argument_group("research size and budget (defaults in README)")
-    for option, (flag, kind, text) in RequestOptions.knobs().items():
-        knobs.add_argument(flag, dest=option, type=kind, help=text)
+    if knobs:
+        from ..core.config import RequestOptions
+
+        group = run.add_argument_group("research size and budget (defaults in README)")
+        for option, (flag, kind, text) in RequestOptions.knobs().items():
+            group.add_argument(flag, dest=option, type=kind, help=text)
     run.set_defaults(func=cmd_run)
 
-    ls = sub.add_parser("ls", help="list researches with status and figures")
+    ls = sub.add_parser("ls", help="list researches with status and figures, newest first")
     ls.add_argument("--json", action="store_true")
+    add_page_options(ls, "researches", 50)
     ls.set_defaults(func=cmd_ls)
 
     comp = sub.add_parser("compress", help="run the compressor on one file and print its JSON")
@@ -55,8 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command(argv: list[str]) -> str | None:
+    """The subcommand named in ``argv`` (the top-level parser has no options but ``-h``)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(knobs=_command(argv) == "run").parse_args(argv)
     try:
         return args.func(args)
     except (UsageError, ResearchError) as exc:
@@ -66,3 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as exc:
+        # A full disk or a corrupt lineage database is not a bug: one line, exit 1.
+        storage = storage_failure(exc)
+        if storage is None:
+            raise
+        print(f"error: {storage}", file=sys.stderr)
+        return EXIT_FAILED

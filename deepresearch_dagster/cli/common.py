@@ -10,7 +10,7 @@ import logging
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,11 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "UsageError",
+    "add_page_options",
     "figure",
     "live_progress",
+    "open_lineage",
+    "page_note",
     "progress_to_stderr",
     "say",
     "settings_from_args",
@@ -138,25 +141,66 @@ def settings_from_args(args: argparse.Namespace) -> Any:
     )
 
 
-def known_research(settings: Any, partition: str) -> tuple[Any, str]:
-    """The lineage store and the full partition key; an unambiguous prefix of a key is accepted
-    (``deepresearch audit sodium-ion``). Unknown or ambiguous: a usage error (exit code 2)."""
-    from ..core.store.lineage import LineageStore
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
 
-    lineage = LineageStore.at(settings.duckdb_file) if settings.duckdb_file.exists() else None
+
+def add_page_options(parser: argparse.ArgumentParser, what: str, default: int) -> None:
+    """``--limit N --offset K``: one page of ``what``, newest first (DuckDB fetches only that page)."""
+    parser.add_argument(
+        "--limit", type=_non_negative, default=default, help=f"show at most N {what} (default {default}; 0: all)"
+    )
+    parser.add_argument("--offset", type=_non_negative, default=0, help=f"skip the K newest {what} first")
+
+
+def page_note(shown: int, offset: int, total: int, what: str) -> str | None:
+    """``showing 1–50 of 1,234 researches (newest first); --offset 50 for the next page``."""
+    if shown == total and offset == 0:
+        return None
+    if not shown:
+        return f"no {what} at offset {offset:,} (of {total:,})"
+    more = f"; --offset {offset + shown} for the next page" if offset + shown < total else ""
+    return f"showing {offset + 1:,}–{offset + shown:,} of {total:,} {what} (newest first){more}"
+
+
+@contextmanager
+def open_lineage(settings: Any, must_exist: bool = False) -> Iterator[Any]:
+    """The lineage store over ONE connection for the whole command (schema check, price sync
+    and every query), instead of a connect per query; ``None`` when ``must_exist`` and the file
+    is missing. For read commands only: the file lock is held until the block ends."""
+    path = settings.duckdb_file
+    if must_exist and not path.exists():
+        yield None
+        return
+    from ..core.store.lineage import LineageStore, path_connect
+
+    with path_connect(path)() as conn:
+        yield LineageStore(lambda: nullcontext(conn), str(path.resolve()))
+
+
+def resolve_partition(lineage: Any, partition: str) -> str:
+    """The full partition key; an unambiguous prefix of a key is accepted (``deepresearch audit
+    sodium-ion``). Unknown or ambiguous: a usage error (exit code 2)."""
     if lineage is not None and lineage.get_request(partition) is not None:
-        return lineage, partition
-    matches = []
-    if lineage is not None and partition:
-        matches = sorted(
-            r["partition_key"] for r in lineage.list_researches() if r["partition_key"].startswith(partition)
-        )
+        return partition
+    matches = lineage.partitions_with_prefix(partition) if lineage is not None and partition else []
     if len(matches) == 1:
-        return lineage, matches[0]
+        return matches[0]
     if matches:
         shown = ", ".join(matches[:5]) + (", …" if len(matches) > 5 else "")
         raise UsageError(f"research partition prefix {partition!r} is ambiguous: {shown}")
     raise UsageError(f"unknown research partition {partition!r} (see `deepresearch ls`)")
+
+
+def known_research(settings: Any, partition: str) -> tuple[Any, str]:
+    """The lineage store and the full partition key (see :func:`resolve_partition`)."""
+    from ..core.store.lineage import LineageStore
+
+    lineage = LineageStore.at(settings.duckdb_file) if settings.duckdb_file.exists() else None
+    return lineage, resolve_partition(lineage, partition)
 
 
 def report_failure(what: str, outcome: Any, partition_dir: Path) -> int:

@@ -11,16 +11,28 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..core.store.artifacts import ArtifactStore
-from .common import EXIT_OK, UsageError, known_research, live_progress, report_failure, say, settings_from_args
+from .common import (
+    EXIT_OK,
+    UsageError,
+    add_page_options,
+    known_research,
+    live_progress,
+    open_lineage,
+    page_note,
+    report_failure,
+    resolve_partition,
+    say,
+    settings_from_args,
+)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from ..core.store.audit import audit_research
-
     settings = settings_from_args(args)
-    lineage, args.partition = known_research(settings, args.partition)
-    audit = audit_research(lineage, settings.artifacts_path, args.partition, settings.prices)
+    with open_lineage(settings, must_exist=True) as lineage:
+        args.partition = resolve_partition(lineage, args.partition)
+        from ..core.store.audit import audit_research
+
+        audit = audit_research(lineage, settings.artifacts_path, args.partition, settings.prices)
     if args.json:
         print(audit.model_dump_json(indent=2))
         return EXIT_OK
@@ -31,18 +43,20 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    from ..core.store.audit import metrics
-
     settings = settings_from_args(args)
-    from ..core.store.lineage import LineageStore
+    with open_lineage(settings) as lineage:
+        from ..core.store.audit import metrics
 
-    result = metrics(LineageStore.at(settings.duckdb_file), settings.prices)
+        result = metrics(lineage, settings.prices, limit=args.limit or None, offset=args.offset)
     if args.json:
         print(result.model_dump_json(indent=2))
         return EXIT_OK
     from .render import render_metrics
 
     render_metrics(result)
+    note = page_note(len(result.researches), args.offset, result.researches_total, "researches")
+    if note:
+        print(note)
     return EXIT_OK
 
 
@@ -67,6 +81,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace, job_name: str, needs: list[str], overrides: dict[str, Any]) -> int:
+    from ..core.store.artifacts import ArtifactStore
+
     settings = settings_from_args(args)
     lineage, args.partition = known_research(settings, args.partition)
     partition_dir = ArtifactStore(settings.artifacts_path, args.partition).partition_dir
@@ -135,6 +151,7 @@ def add_operation_commands(sub: Any) -> None:
 
     met = sub.add_parser("metrics", help="totals across researches: tokens, cost, tool latency and failures")
     met.add_argument("--json", action="store_true")
+    add_page_options(met, "researches in the per-research table", 20)
     met.set_defaults(func=cmd_metrics)
 
     submit = sub.add_parser("submit", help="queue a question for the research_requests_sensor (Dagster daemon)")

@@ -9,9 +9,6 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from ..core.config import RequestOptions
-from ..core.errors import InvalidQuestion
-from ..core.roles.coordinator import validate_question
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -19,6 +16,8 @@ from .common import (
     UsageError,
     figure,
     live_progress,
+    open_lineage,
+    page_note,
     report_failure,
     say,
     settings_from_args,
@@ -26,6 +25,12 @@ from .common import (
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from ..core.config import RequestOptions, describe_validation_error, option_names
+    from ..core.errors import InvalidQuestion
+    from ..core.roles.coordinator import validate_question
+
     try:
         question = validate_question(args.question)
     except InvalidQuestion as exc:
@@ -37,8 +42,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     try:
         effective = settings.with_options(options)
-    except ValueError as exc:
-        raise UsageError(f"invalid option: {exc}") from exc
+    except ValidationError as exc:
+        raise UsageError(f"invalid option: {describe_validation_error(exc, option_names())}") from exc
     if not args.quiet:
         say(f"researching with the {effective.resolved_engine()} engine: {question[:200]}")
     # The spinner and its clock run from here on: loading Dagster, then every model and tool wait.
@@ -72,6 +77,7 @@ def _summary(lineage: Any, key: str, settings: Any, partition_dir: Path) -> dict
     report = json.loads((partition_dir / "report.json").read_text("utf-8"))
     figures = lineage.reduction(key)
     budget = lineage.latest_budget(key, "research_report")
+    from ..core.heuristics import OFFLINE_MODEL
     from ..core.naming import plan_folder
 
     return {
@@ -89,6 +95,8 @@ def _summary(lineage: Any, key: str, settings: Any, partition_dir: Path) -> dict
         # Role -> how many calls used the role's fallback (heuristic/extractive) instead of the model.
         "fallbacks": report.get("fallbacks", {}),
         "reporter_model": report.get("reporter_model"),
+        # Model requests made and answers accepted; accepted 0 of many: the fallbacks wrote it all.
+        "model_answers": lineage.model_answers(key, OFFLINE_MODEL),
         "budget": budget,
     }
 
@@ -122,22 +130,29 @@ def _print_figures(summary: dict[str, Any]) -> None:
         table.add_row(f"budget: {label}", f"{figure(spent, unit, digits)} of {figure(cap, unit, digits)}{share}")
     console = Console(soft_wrap=True)
     console.print(table)
+    if summary["model_answers"]["asked"] and not summary["model_answers"]["accepted"]:
+        console.print(
+            "warning: the model server accepted requests but none of its answers was usable; the report "
+            "was written by the offline fallbacks (see `deepresearch audit` for the model's answers)"
+        )
     console.print(f"report: {summary['report_md']}")
     console.print(f"raw artifacts: {summary['artifacts_dir']}")
     console.print(f"lineage: {summary['duckdb']}")
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    from ..core.store.lineage import LineageStore
-
     settings = settings_from_args(args)
-    rows = LineageStore.at(settings.duckdb_file).list_researches()
+    with open_lineage(settings) as lineage:
+        from ..core.store.audit import research_page
+
+        rows, total = research_page(lineage, limit=args.limit or None, offset=args.offset)
     if args.json:
         print(json.dumps(rows, default=str, indent=2))
         return EXIT_OK
+    from rich.console import Console
+    from rich.table import Table
+
+    note = page_note(len(rows), args.offset, total, "researches")
     console = Console()
     # Partition keys are printed whole (audit, replays and the UI take them; a unique prefix works too).
     if console.width < 110:
@@ -150,6 +165,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
                 no_wrap=True,
                 overflow="ellipsis",
             )
+        if note:
+            console.print(note, style="italic")
         return EXIT_OK
     table = Table(title=f"Researches in {settings.duckdb_file}")
     table.add_column("partition", no_wrap=True)
@@ -160,6 +177,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
         reduction = "" if r["reduction_pct"] is None else figure(r["reduction_pct"], "%", 1)
         table.add_row(r["partition_key"], r["question"], r["status"], figure(r["tool_calls"] or 0), reduction)
     console.print(table)
+    if note:
+        console.print(note, style="italic")
     return EXIT_OK
 
 
@@ -215,14 +234,15 @@ def cmd_compress(args: argparse.Namespace) -> int:
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
-    from ..core.context import fetch_policy
-    from ..core.web.extract import extract_html
-    from ..core.web.fetch import FetchError, fetch_url
-
-    policy = fetch_policy(settings_from_args(args))
+    settings = settings_from_args(args)
     status = EXIT_OK
     for source in args.inputs:
         if source.startswith(("http://", "https://")):
+            # The web stack (httpx, the fetch policy) only when a URL is given.
+            from ..core.context import fetch_policy
+            from ..core.web.fetch import FetchError, fetch_url
+
+            policy = fetch_policy(settings)
             try:
                 page = fetch_url(source, policy)
             except FetchError as exc:
@@ -238,7 +258,12 @@ def cmd_extract(args: argparse.Namespace) -> int:
                 continue
             raw = path.read_text("utf-8", errors="replace")
             is_html = path.suffix.lower() in (".html", ".htm") or raw.lstrip()[:1] == "<"
-            title, text = extract_html(raw) if is_html else (None, raw)
+            if is_html:
+                from ..core.web.extract import extract_html
+
+                title, text = extract_html(raw)
+            else:
+                title, text = None, raw
         if args.json:
             print(json.dumps({"source": source, "title": title, "text": text}, ensure_ascii=False))
         else:

@@ -16,6 +16,7 @@ from .llm.budget import BudgetLedger, BudgetLimits
 from .llm.engine import Engine
 from .store.artifacts import ArtifactStore
 from .store.lineage import LineageStore
+from .store.response_cache import ResponseCache
 from .web.fetch import FetchPolicy
 
 logger = logging.getLogger("deepresearch")
@@ -112,3 +113,8 @@ class ResearchContext:
     @cached_property
     def store(self) -> ArtifactStore:
         return ArtifactStore(self.settings.artifacts_path, self.partition_key)
+
+    @cached_property
+    def responses(self) -> ResponseCache:
+        """Model answers already received for this research (replayed on resume)."""
+        return ResponseCache(self.store)

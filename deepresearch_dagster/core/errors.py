@@ -220,12 +220,10 @@ def storage_failure(exc: BaseException) -> StorageError | None:
         if isinstance(current, StorageError):
             return current
         if isinstance(current, OSError) and current.errno in _FULL + _READ_ONLY:
-            where = f" {current.filename}" if current.filename else ""
+            where = f" writing {current.filename}" if current.filename else ""
             if current.errno in _FULL:
-                return StorageError(
-                    f"disk full writing{where}: free some space, then run the same command again to resume"
-                )
-            return StorageError(f"cannot write{where}: {current.strerror} (read-only disk or no permission)")
+                return StorageError(f"disk full{where}: free some space, then run the same command again to resume")
+            return StorageError(f"cannot write{where or ''}: {current.strerror} (read-only disk or no permission)")
         module = type(current).__module__ or ""
         if "duckdb" in module:
             text = str(current)

@@ -254,6 +254,8 @@ class Citation(BaseModel):
     summary_title: str
     quote: str | None = None  # the supporting text found in the stored raw artifact
     verified: bool = False
+    # For a local document: the section (and page) the quote stands in, e.g. "Funding, page 3".
+    location: str | None = None
 
 
 class SourceRef(BaseModel):

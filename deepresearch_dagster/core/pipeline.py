@@ -17,7 +17,7 @@ from .llm.prompts import prompt_version
 from .models import Report, ResearchPlan, SummaryBundle, ToolOutputs
 from .naming import plan_folder, slugify
 from .roles.changes import add_what_changed
-from .roles.compressor import StepContext, compress
+from .roles.compressor import StepContext, cache_key, compress
 from .roles.coordinator import route
 from .roles.planner import make_plan
 from .roles.reporter import write_report
@@ -36,9 +36,11 @@ STAGE_FILES: dict[str, tuple[str, type[BaseModel]]] = {
 
 def save_stage(store: ArtifactStore, stage: str, value: BaseModel) -> str:
     name, _ = STAGE_FILES[stage]
-    store.write_json(name, value.model_dump(mode="json"))
     if isinstance(value, Report):
+        # report.md first: report.json marks the stage done, so a kill between the two leaves
+        # the stage to be redone (its model answers replayed), never a report.json alone.
         store.write_text("report.md", value.markdown)
+    store.write_json(name, value.model_dump(mode="json"))
     if isinstance(value, SummaryBundle):
         # One copy per compressor model and prompt version: a replay never loses an older one.
         versioned = bundle_version_file(value.compressor_model, value.prompt_version)
@@ -52,7 +54,10 @@ def bundle_version_file(compressor_model: str, prompt_version: str) -> str:
 
 def load_stage(store: ArtifactStore, stage: str) -> Any:
     name, cls = STAGE_FILES[stage]
-    return cls.model_validate_json(store.read_text(name))
+    value = cls.model_validate_json(store.read_text(name))
+    if isinstance(value, Report) and not store.exists("report.md"):
+        store.write_text("report.md", value.markdown)  # left by a kill in an older version
+    return value
 
 
 def question_from_key(partition_key: str) -> str:
@@ -80,7 +85,7 @@ def open_context(
     log: Callable[[str], None] = logger.info,
     interrupted: Callable[[], bool] | None = None,
 ) -> ResearchContext:
-    with lineage.session():  # one connection for the lookups below, not one per query
+    with lineage.session():  # one connection for the lookups below
         ctx = _open_context(partition_key, settings, lineage, run_id, log)
     if interrupted is not None:
         ctx.interrupted = interrupted
@@ -154,12 +159,28 @@ def read_raw(ctx: ResearchContext, relpath: str, sha256: str) -> str:
     return ctx.store.read_verified(relpath, sha256).decode("utf-8")
 
 
+def _step_context(plan: ResearchPlan, record: Any) -> StepContext:
+    return StepContext(plan.plan_title, record.step_title, record.step_description, record.tool)
+
+
 def compress_one(ctx: ResearchContext, plan: ResearchPlan, record: Any) -> Any:
     """Compress one stored tool call from its raw file (a cache hit when nothing changed)."""
     raw = read_raw(ctx, record.artifact_path, record.sha256)
     kind = "json" if record.artifact_file.endswith(".json") else "text"
-    step = StepContext(plan.plan_title, record.step_title, record.step_description, record.tool)
-    return compress(ctx, step, record, raw, kind)
+    return compress(ctx, _step_context(plan, record), record, raw, kind)
+
+
+def is_compressed(ctx: ResearchContext, plan: ResearchPlan, record: Any) -> bool:
+    """True when compressing ``record`` needs no model call: its compression with this run's
+    compressor model and prompt version is stored (the research loop made it), or raw-context
+    mode. The Dagster compression op is mapped only over the other calls."""
+    if ctx.settings.context_mode == "raw":
+        return True
+    model = ctx.engine.model_for("compressor")
+    version = prompt_version("compressor", ctx.settings.prompt_files.get("compressor"))
+    return (
+        ctx.lineage.get_compression(cache_key(record.sha256, _step_context(plan, record), model, version)) is not None
+    )
 
 
 def summaries_bundle(ctx: ResearchContext, summaries: list[Any]) -> SummaryBundle:
@@ -196,14 +217,21 @@ def run_research(
     order are the same ones the Dagster assets call, so both paths write the same files;
     ``partition_key`` names a dated partition of a recurring topic (``<slug>--YYYY-MM-DD``)."""
     lineage = LineageStore.at(settings.duckdb_file)
-    key = register(lineage, question, options, partition_key=partition_key)
-    ctx = open_context(key, settings, lineage, log=log)
-    plan = plan_stage(ctx)
+    # One session per stage: the stage's statements share this process's connection, which is
+    # let go whenever another process waits for the file and closed at the stage's end.
+    with lineage.session():
+        key = register(lineage, question, options, partition_key=partition_key)
+        ctx = open_context(key, settings, lineage, log=log)
+    with lineage.session():
+        plan = plan_stage(ctx)
     save_stage(ctx.store, "research_plan", plan)
-    outputs = research_stage(ctx, plan)
+    with lineage.session():
+        outputs = research_stage(ctx, plan)
     save_stage(ctx.store, "tool_outputs", outputs)
-    bundle = compression_stage(ctx, plan, outputs)
+    with lineage.session():
+        bundle = compression_stage(ctx, plan, outputs)
     save_stage(ctx.store, "compressed_summaries", bundle)
-    report = report_stage(ctx, plan, bundle, outputs)
+    with lineage.session():
+        report = report_stage(ctx, plan, bundle, outputs)
     save_stage(ctx.store, "research_report", report)
     return ctx, report

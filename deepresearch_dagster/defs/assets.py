@@ -1,5 +1,6 @@
 """The four partitioned research assets; each is a thin call into ``core.pipeline``."""
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -28,11 +29,12 @@ from dagster._utils.interrupts import check_captured_interrupt
 from dagster_duckdb import DuckDBResource
 
 from ..core.context import ResearchContext, logger
-from ..core.errors import ResearchError, ResearchInterrupted, redact, redact_exception_chain
+from ..core.errors import ResearchError, ResearchInterrupted, redact, redact_exception_chain, storage_failure
 from ..core.models import Report, ResearchPlan, SummaryBundle, SummaryRecord, ToolCallRecord, ToolOutputs
 from ..core.naming import short_artifact_name, slugify
 from ..core.pipeline import (
     compress_one,
+    is_compressed,
     open_context,
     plan_stage,
     report_stage,
@@ -40,6 +42,7 @@ from ..core.pipeline import (
     summaries_bundle,
 )
 from ..core.store.artifacts import ArtifactReader
+from ..core.store.partition_lock import partition_lock
 from .partitions import research_partitions
 from .resources import ResearchConfig, lineage_store
 
@@ -60,32 +63,83 @@ def _failure(stage: str, exc: Exception) -> Failure:
     )
 
 
-def _context(
-    context: AssetExecutionContext | OpExecutionContext, research: ResearchConfig, duckdb: DuckDBResource
-) -> ResearchContext:
-    def log(message: str) -> None:
-        context.log.info(message)
-        logger.info(message)
+class _ProgressLog:
+    """The research loop's progress lines (one per tool call) for the run's event log, grouped
+    into at most one log event per ``EVERY_S``: each event is a write to Dagster's storage.
+    The ``deepresearch`` logger (terminal) still gets every line at once."""
 
-    try:
-        return open_context(
-            context.partition_key,
-            research.settings(duckdb.database),
-            lineage_store(duckdb),
-            context.run_id,
-            log,
-            # Dagster defers Ctrl-C/SIGTERM to the end of a step; the research loop polls it
-            # between tool calls instead, so one interrupt stops the run within seconds.
-            interrupted=check_captured_interrupt,
-        )
-    except USER_FACING_ERRORS as exc:
-        raise _failure(context.op_def.name, exc) from exc
+    EVERY_S = 1.0
+
+    def __init__(self, context: AssetExecutionContext | OpExecutionContext) -> None:
+        self.context = context
+        self.lines: list[str] = []
+        self.last = float("-inf")
+
+    def __call__(self, message: str) -> None:
+        logger.info(message)
+        self.lines.append(message)
+        if time.monotonic() - self.last >= self.EVERY_S:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.lines:
+            self.context.log.info("\n".join(self.lines))
+            self.lines = []
+        self.last = time.monotonic()
+
+    def __enter__(self) -> "_ProgressLog":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.flush()
+
+
+@contextmanager
+def _research(
+    context: AssetExecutionContext | OpExecutionContext, research: ResearchConfig, duckdb: DuckDBResource
+) -> Iterator[ResearchContext]:
+    """The op's research context, inside one lineage session: the op's statements share the
+    process's DuckDB connection, which another process waiting for the file still gets between
+    two statements (core/store/lineage.py)."""
+
+    log = _ProgressLog(context)
+    lineage = lineage_store(duckdb)
+    with lineage.session(), log:
+        try:
+            ctx = open_context(
+                context.partition_key,
+                research.settings(duckdb.database),
+                lineage,
+                context.run_id,
+                log,
+                # Dagster defers Ctrl-C/SIGTERM to the end of a step; the research loop polls it
+                # between tool calls instead, so one interrupt stops the run within seconds.
+                interrupted=check_captured_interrupt,
+            )
+        except USER_FACING_ERRORS as exc:
+            raise _failure(context.op_def.name, exc) from exc
+        yield ctx
 
 
 @contextmanager
 def _stage(ctx: ResearchContext, stage: str) -> Iterator[None]:
-    """Record the stage in DuckDB; turn known errors into a clear Dagster failure."""
-    ctx.lineage.run_started(ctx.run_id, ctx.partition_key, stage)
+    """One run per partition at a time; record the stage in DuckDB; turn known errors into a
+    clear Dagster failure."""
+    try:
+        with partition_lock(ctx.store.partition_dir, ctx.partition_key, ctx.run_id):
+            ctx.store.remove_stale_temps()  # what a killed writer left; nobody else writes here now
+            ctx.lineage.run_started(ctx.run_id, ctx.partition_key, stage)
+            with _recorded(ctx, stage):
+                yield
+    except Exception as exc:
+        storage = storage_failure(exc)  # full disk, corrupt database: one line, never retried
+        if storage is None or isinstance(exc, Failure):
+            raise
+        raise _failure(stage, storage) from exc
+
+
+@contextmanager
+def _recorded(ctx: ResearchContext, stage: str) -> Iterator[None]:
     try:
         yield
     except USER_FACING_ERRORS as exc:
@@ -155,7 +209,11 @@ def _budget_markdown(snapshot: dict[str, Any]) -> str:
 def research_plan(
     context: AssetExecutionContext, research: ResearchConfig, duckdb: DuckDBResource
 ) -> Iterator[Output[ResearchPlan] | AssetCheckResult]:
-    ctx = _context(context, research, duckdb)
+    with _research(context, research, duckdb) as ctx:
+        yield from _plan_asset(ctx)
+
+
+def _plan_asset(ctx: ResearchContext) -> Iterator[Output[ResearchPlan] | AssetCheckResult]:
     with _stage(ctx, "research_plan"):
         plan = plan_stage(ctx)
     yield Output(
@@ -207,7 +265,13 @@ def research_plan(
 def tool_outputs(
     context: AssetExecutionContext, research: ResearchConfig, duckdb: DuckDBResource, research_plan: ResearchPlan
 ) -> Iterator[Output[ToolOutputs] | AssetCheckResult]:
-    ctx = _context(context, research, duckdb)
+    with _research(context, research, duckdb) as ctx:
+        yield from _tool_outputs_asset(ctx, research_plan)
+
+
+def _tool_outputs_asset(
+    ctx: ResearchContext, research_plan: ResearchPlan
+) -> Iterator[Output[ToolOutputs] | AssetCheckResult]:
     with _stage(ctx, "tool_outputs"):
         outputs = research_stage(ctx, research_plan)
     metadata = _reduction_metadata(ctx)
@@ -248,10 +312,31 @@ def tool_outputs(
     )
 
 
-@op(out=DynamicOut(ToolCallRecord))
-def split_tool_calls(tool_outputs: ToolOutputs) -> Iterator[DynamicOutput[ToolCallRecord]]:
-    for call in tool_outputs.calls:
-        yield DynamicOutput(call, mapping_key=slugify(call.call_id, 40))
+@op(
+    out={
+        "pending": DynamicOut(ToolCallRecord),
+        "stored": Out(dict, description="order: every call id in tool_outputs order; summaries: the stored ones"),
+    }
+)
+def split_tool_calls(
+    context: OpExecutionContext,
+    research: ResearchConfig,
+    duckdb: DuckDBResource,
+    research_plan: ResearchPlan,
+    tool_outputs: ToolOutputs,
+) -> Iterator[DynamicOutput[ToolCallRecord] | Output[Any]]:
+    """Calls whose compression (this model, this prompt version) is stored, usually all of them
+    after the research loop, are summarized here from the content-addressed cache; only the
+    others fan out to the mapped ``compress_tool_output`` op (a replay with another model or
+    prompt, a loop stopped early). No step or event is spent on a cache hit."""
+    stored = []
+    with _research(context, research, duckdb) as ctx:
+        for call in tool_outputs.calls:
+            if is_compressed(ctx, research_plan, call):
+                stored.append(compress_one(ctx, research_plan, call))
+            else:
+                yield DynamicOutput(call, output_name="pending", mapping_key=slugify(call.call_id, 40))
+    yield Output({"order": [c.call_id for c in tool_outputs.calls], "summaries": stored}, output_name="stored")
 
 
 @op(retry_policy=MODEL_RETRY)
@@ -262,10 +347,9 @@ def compress_tool_output(
     research_plan: ResearchPlan,
     call: ToolCallRecord,
 ) -> SummaryRecord:
-    """Compression of one stored raw output; served from the content-addressed cache when the
-    research loop already compressed it with the same model and prompt version."""
-    ctx = _context(context, research, duckdb)
-    with ctx.lineage.session(), _stage(ctx, f"compress:{call.call_id}"):
+    """Compression of one stored raw output that has no stored compression for this run's
+    compressor model and prompt version."""
+    with _research(context, research, duckdb) as ctx, _stage(ctx, f"compress:{call.call_id}"):
         return compress_one(ctx, research_plan, call)
 
 
@@ -274,14 +358,14 @@ def collect_summaries(
     context: OpExecutionContext,
     research: ResearchConfig,
     duckdb: DuckDBResource,
-    tool_outputs: ToolOutputs,
+    stored: dict[str, Any],
     summaries: list[SummaryRecord],
 ) -> Output[SummaryBundle]:
-    ctx = _context(context, research, duckdb)
-    by_call = {s.call_id: s for s in summaries}
-    bundle = summaries_bundle(ctx, [by_call[c.call_id] for c in tool_outputs.calls])
+    with _research(context, research, duckdb) as ctx:
+        by_call = {s.call_id: s for s in [*stored["summaries"], *summaries]}
+        bundle = summaries_bundle(ctx, [by_call[call_id] for call_id in stored["order"]])
+        figures = ctx.lineage.summary_reduction(ctx.partition_key, bundle.compressor_model, bundle.prompt_version)
     useful = len(bundle.working_memory)
-    figures = ctx.lineage.summary_reduction(ctx.partition_key, bundle.compressor_model, bundle.prompt_version)
     return Output(
         bundle,
         metadata={
@@ -303,12 +387,13 @@ def collect_summaries(
     partitions_def=research_partitions,
     group_name=GROUP,
     kinds={"python"},
-    description="Compressed summaries of every tool call (compression runs as a mapped op).",
+    description="Compressed summaries of every tool call: stored compressions are reused, the others run as "
+    "a mapped op.",
 )
 def compressed_summaries(research_plan: ResearchPlan, tool_outputs: ToolOutputs) -> SummaryBundle:
-    calls = split_tool_calls(tool_outputs)
-    summaries = calls.map(lambda call: compress_tool_output(research_plan, call)).collect()
-    return collect_summaries(tool_outputs, summaries)
+    pending, stored = split_tool_calls(research_plan, tool_outputs)
+    summaries = pending.map(lambda call: compress_tool_output(research_plan, call)).collect()
+    return collect_summaries(stored, summaries)
 
 
 @asset(
@@ -336,7 +421,13 @@ def research_report(
     tool_outputs: ToolOutputs,
     compressed_summaries: SummaryBundle,
 ) -> Iterator[Output[Report] | AssetCheckResult]:
-    ctx = _context(context, research, duckdb)
+    with _research(context, research, duckdb) as ctx:
+        yield from _report_asset(ctx, research_plan, tool_outputs, compressed_summaries)
+
+
+def _report_asset(
+    ctx: ResearchContext, research_plan: ResearchPlan, tool_outputs: ToolOutputs, compressed_summaries: SummaryBundle
+) -> Iterator[Output[Report] | AssetCheckResult]:
     with _stage(ctx, "research_report"):
         report = report_stage(ctx, research_plan, compressed_summaries, tool_outputs)
     metadata = _reduction_metadata(ctx)

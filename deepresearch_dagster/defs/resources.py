@@ -74,8 +74,13 @@ ResearchConfig.__doc__ = __doc__
 
 
 def lineage_store(duckdb: DuckDBResource) -> LineageStore:
+    """The lineage store on the resource's file. With the default connection settings it uses
+    the process's shared connection (core/store/lineage.py), so the ops of a run do not pay a
+    connect per statement; custom ``connection_config`` keeps a connection per statement."""
     # DuckDB creates the file but not its folder; a missing folder would spin in backoff.
     Path(duckdb.database).parent.mkdir(parents=True, exist_ok=True)
+    if not duckdb.connection_config:
+        return LineageStore.at(duckdb.database)
     return LineageStore(duckdb.get_connection, str(Path(duckdb.database).resolve()))
 
 

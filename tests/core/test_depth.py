@@ -78,7 +78,9 @@ def test_direct_answer_at_depth_zero_makes_no_tool_calls(corpus_dir):
 
 def test_hallucinated_citations_are_removed_and_counted(fake_openai, corpus_dir):
     bogus = json.dumps({"markdown": "- The moon is made of green cheese. [1]\n- Sodium is the rarest metal. [99]"})
-    fake_openai.script("reporter", None, None, bogus)  # lookup, outline, then the executive summary
+    # Lookup, outline, the three sections that must cite, then Limitations: a section that need not
+    # cite keeps its text, and its unverifiable citations are removed and counted.
+    fake_openai.script("reporter", None, None, None, None, None, bogus)
     ctx, report = run_research("How do sodium-ion batteries work?", _settings(corpus_dir, engine="openai", depth=0))
     assert "[99]" not in report.markdown and "green cheese. [1]" not in report.markdown
     failed = [c for c in report.citation_checks if not c["verified"]]
@@ -88,6 +90,15 @@ def test_hallucinated_citations_are_removed_and_counted(fake_openai, corpus_dir)
     assert all(c.verified and c.quote for c in report.citations)
     stored = json.loads(ctx.store.read_text("report.json"))
     assert all({"source", "artifact_file", "quote", "verified"} <= set(c) for c in stored["citations"])
+
+
+def test_a_section_that_must_cite_but_cites_nothing_verifiable_is_written_extractively(fake_openai, corpus_dir):
+    bogus = json.dumps({"markdown": "The moon is made of green cheese. [1] Sodium is the rarest metal. [2]"})
+    fake_openai.script("reporter", None, None, bogus)  # lookup, outline, then the executive summary
+    _, report = run_research("How do sodium-ion batteries work?", _settings(corpus_dir, engine="openai", depth=0))
+    summary = report.markdown.split("## Executive summary", 1)[1].split("\n## ", 1)[0]
+    assert "green cheese" not in summary and "[1]" in summary
+    assert report.fallbacks.get("reporter", 0) >= 1 and report.unverified_citations == 0
 
 
 def test_offline_citations_are_verified_against_raw_artifacts(corpus_dir):

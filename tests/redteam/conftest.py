@@ -1,5 +1,6 @@
 """Red-team suite (issue 15): every case records (case, expected, observed, pass) and the session
-prints them as one table (``make redteam``). Each test is bounded in time by a hard alarm."""
+prints them as one table (``make redteam``; the hook is in tests/conftest.py, which also gathers
+the rows of pytest-xdist workers). Each test is bounded in time by a hard alarm."""
 
 from __future__ import annotations
 
@@ -51,22 +52,3 @@ def hard_time_limit() -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not ROWS:
-        return
-    headers = ("case", "expected", "observed", "pass", "s")
-    cells = [(r.case, r.expected, r.observed, "PASS" if r.passed else "FAIL", f"{r.seconds:.2f}") for r in ROWS]
-    widths = [min(70, max(len(h), *(len(c[i]) for c in cells))) for i, h in enumerate(headers)]
-
-    def line(values: tuple[str, ...]) -> str:
-        return "| " + " | ".join(v[:w].ljust(w) for v, w in zip(values, widths, strict=True)) + " |"
-
-    terminalreporter.write_sep("=", "red-team table")
-    terminalreporter.write_line(line(headers))
-    terminalreporter.write_line("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for c in cells:
-        terminalreporter.write_line(line(c))
-    failed = sum(not r.passed for r in ROWS)
-    terminalreporter.write_line(f"{len(ROWS)} cases, {len(ROWS) - failed} pass, {failed} fail")

@@ -65,6 +65,10 @@ class BudgetLedger:
     def _elapsed(self) -> float:
         return time.monotonic() - self.started
 
+    def remaining_wall_s(self) -> float:
+        """Seconds of the wall-time budget left: the deadline of any call made now."""
+        return max(0.0, self._cap("wall_s") - self._elapsed())
+
     def fraction(self) -> float:
         """Highest share of any cap in use (spent + reserved)."""
         with self._lock:

@@ -47,6 +47,9 @@ class Completion:
     # True when the engine answered without asking the server (e.g. a tools-only call to a
     # server known to reject ``tools``): empty text, no tool calls, zero tokens.
     skipped: bool = False
+    # Prompt tokens the provider served from its prompt cache (OpenAI / vLLM
+    # ``usage.prompt_tokens_details.cached_tokens``, llama.cpp ``timings.cache_n``); 0 when unreported.
+    cached_tokens: int = 0
 
 
 class Engine(Protocol):

@@ -55,6 +55,7 @@ import email.utils
 import hashlib
 import json
 import random
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -65,6 +66,7 @@ import openai
 
 from ..errors import CredentialsError
 from ..text import estimate_tokens
+from ..web.deadline import deadline, deadline_transport, deadline_transport2, expired, remaining
 from .engine import Attempt, Completion, EngineError, ToolCallRequest
 
 _OVERFLOW_MARKERS = (
@@ -98,6 +100,8 @@ CONTINUE = "Continue."
 FOLD_SEPARATOR = "\n\n---\n\n"  # between a folded system prompt and the first user turn
 DEFAULT_TOKENS_PER_S = 20.0
 MAX_EXTRA_TIMEOUT_S = 600.0
+MAX_TIMEOUTS = 2  # per call; then the server counts as unresponsive for UNRESPONSIVE_FOR_S
+UNRESPONSIVE_FOR_S = 600.0
 
 
 @dataclass
@@ -119,10 +123,51 @@ class Capabilities:
     tools: bool = True
     system_role: bool = True
     learned: list[str] = field(default_factory=list)  # "what: server message", in order
+    # time.monotonic() until which the server counts as hung (it let a request time out and did
+    # not answer a probe): calls fail at once so roles use their fallbacks instead of waiting.
+    unresponsive_until: float = 0.0
 
 
 _REGISTRY: dict[tuple[str, str, str], Capabilities] = {}
 _REGISTRY_LOCK = threading.Lock()
+
+
+# llama.cpp turns a schema into a grammar with one rule per allowed character of a bounded string:
+# a `maxLength` in the thousands makes llama-cpp-python 0.3.36 segfault and llama-server spend
+# 10-20 s per request building it (benchmarks/real_llamacpp.py). Longer limits are left out of the
+# schema sent; the contracts' normalizers trim to them before validation, so nothing is lost.
+MAX_SENT_LENGTH = 1000
+
+
+def grammar_safe_schema(schema: Any) -> Any:
+    """A copy of ``schema`` without any ``maxLength`` above :data:`MAX_SENT_LENGTH`."""
+    if isinstance(schema, dict):
+        return {
+            k: grammar_safe_schema(v)
+            for k, v in schema.items()
+            if not (k == "maxLength" and isinstance(v, int) and v > MAX_SENT_LENGTH)
+        }
+    if isinstance(schema, list):
+        return [grammar_safe_schema(v) for v in schema]
+    return schema
+
+
+def repeats_itself(text: str, min_repeats: int = 4) -> bool:
+    """A generation loop (a small model repeating one sentence until ``max_tokens``): asking again
+    with more tokens only buys a longer loop."""
+    units = [u.strip() for u in re.split(r"(?<=[.!?\n])\s+", text) if len(u.strip()) >= 10]
+    if len(units) < min_repeats:
+        return False
+    top = max(units.count(u) for u in set(units))
+    return top >= min_repeats and top * 2 >= len(units)
+
+
+def _deadline_transport() -> Any:
+    """The deadline transport for the HTTP stack this openai SDK is built on (httpx before
+    openai 3, httpx2 since)."""
+    import httpx
+
+    return deadline_transport() if issubclass(openai.DefaultHttpxClient, httpx.Client) else deadline_transport2()
 
 
 def capabilities_for(base_url: str, model: str, start_format: str) -> Capabilities:
@@ -247,8 +292,14 @@ class OpenAIEngine:
     ) -> None:
         self.models = models
         # Local servers accept any key; the SDK insists on one being set.
+        # Every request runs under a wall-clock deadline (connect + whole answer, core/web/deadline.py):
+        # httpx's own timeouts are per socket read, which a trickling server never trips.
         self.client = openai.OpenAI(
-            base_url=base_url or None, api_key=api_key or "not-needed", timeout=timeout, max_retries=0
+            base_url=base_url or None,
+            api_key=api_key or "not-needed",
+            timeout=timeout,
+            max_retries=0,
+            http_client=openai.DefaultHttpxClient(transport=_deadline_transport()),
         )
         self.base_url = str(self.client.base_url)
         self.timeout = timeout
@@ -281,6 +332,7 @@ class OpenAIEngine:
     def _format(rung: str, json_schema: dict[str, Any] | None) -> dict[str, Any] | None:
         if json_schema is None or rung == "none":
             return None
+        json_schema = grammar_safe_schema(json_schema)
         if rung == "json_schema":
             name = str(json_schema.get("title") or "answer")[:64]
             return {"type": "json_schema", "json_schema": {"name": name, "schema": json_schema, "strict": False}}
@@ -325,11 +377,16 @@ class OpenAIEngine:
         attempts: list[Attempt] = []
         if tools and not caps.tools and json_schema is None:
             return _skipped(model, attempts)
+        if caps.unresponsive_until > time.monotonic():
+            attempts.append(Attempt("error", "model server unresponsive earlier in this run; not asked"))
+            raise EngineError(
+                f"{role}: the model server at {self.base_url} stopped answering earlier in this run", attempts
+            )
         messages, origins = self._apply_shrinks(messages)
         max_tokens = self.max_tokens.get(role)
         timeout = self.timeout_for(max_tokens)
-        used_prompt = used_completion = 0
-        shrinks = n = 0
+        used_prompt = used_completion = used_cached = 0
+        shrinks = n = timeouts = 0
         widened = False
         while True:
             n += 1
@@ -348,7 +405,8 @@ class OpenAIEngine:
                 kwargs["response_format"] = fmt
             started = time.perf_counter()
             try:
-                response = self.client.chat.completions.create(**kwargs, timeout=timeout)
+                with deadline(timeout):  # nested in the research's wall budget: the earlier one wins
+                    response = self.client.chat.completions.create(**kwargs, timeout=timeout)
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
                 attempts.append(Attempt("error", f"{type(exc).__name__}: {exc.status_code}", _ms(started)))
                 raise CredentialsError(
@@ -390,12 +448,38 @@ class OpenAIEngine:
                     attempts.append(Attempt("error", _describe(exc), _ms(started)))
                     raise EngineError(_rejected(role, exc), attempts, retryable=False) from exc
                 self._retry_or_raise(role, exc, n, started, attempts)
-            except (openai.APIConnectionError, openai.APIResponseValidationError, json.JSONDecodeError) as exc:
+            except openai.APITimeoutError as exc:
+                timeouts += 1
+                if expired():  # the research's wall budget ran out: no retry can finish in time
+                    attempts.append(Attempt("error", "wall-time budget reached during the call", _ms(started)))
+                    raise EngineError(
+                        f"{role}: the wall-time budget ran out while the model was answering", attempts
+                    ) from exc
+                if timeouts >= MAX_TIMEOUTS:
+                    with _REGISTRY_LOCK:
+                        caps.unresponsive_until = time.monotonic() + UNRESPONSIVE_FOR_S
+                    attempts.append(Attempt("error", f"no answer within {timeout:.0f} s", _ms(started)))
+                    raise EngineError(
+                        f"{role}: the model server at {self.base_url} gave no answer within {timeout:.0f} s "
+                        f"({timeouts} time(s)); if it is only slow, raise DEEPRESEARCH_LLM_TIMEOUT",
+                        attempts,
+                        retryable=False,
+                    ) from exc
                 self._retry_or_raise(role, exc, n, started, attempts)
-                if isinstance(exc, openai.APITimeoutError):
-                    # The server most likely still generates the abandoned answer; the retry
-                    # queues behind it, so it gets twice the time.
-                    timeout *= 2
+                # Alive but slow: it most likely still generates the abandoned answer and the retry
+                # queues behind it, so the retry gets twice the time.
+                timeout *= 2
+            except openai.APIConnectionError as exc:
+                try:
+                    self._retry_or_raise(role, exc, n, started, attempts)
+                except EngineError:
+                    # Refused or reset on every attempt: the server is down (or crashed); the rest
+                    # of the run uses the fallbacks instead of retrying each call against it.
+                    with _REGISTRY_LOCK:
+                        caps.unresponsive_until = time.monotonic() + UNRESPONSIVE_FOR_S
+                    raise
+            except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
+                self._retry_or_raise(role, exc, n, started, attempts)
             except openai.OpenAIError as exc:
                 attempts.append(Attempt("error", _describe(exc), _ms(started)))
                 raise EngineError(f"{role} model call failed: {_describe(exc)}", attempts) from exc
@@ -403,7 +487,9 @@ class OpenAIEngine:
                 completion = self._completion(response, model, kwargs["messages"], started, attempts)
                 used_prompt += completion.prompt_tokens
                 used_completion += completion.completion_tokens
-                if completion.truncated and json_schema is not None and max_tokens and not widened:
+                used_cached += completion.cached_tokens
+                looping = completion.truncated and repeats_itself(completion.text)
+                if completion.truncated and json_schema is not None and max_tokens and not widened and not looping:
                     widened = True
                     attempts.append(
                         Attempt(
@@ -416,11 +502,18 @@ class OpenAIEngine:
                     timeout = max(timeout, self.timeout_for(max_tokens))
                     continue
                 completion.prompt_tokens, completion.completion_tokens = used_prompt, used_completion
+                completion.cached_tokens = used_cached
                 return completion
 
     def _retry_or_raise(self, role: str, exc: Exception, n: int, started: float, attempts: list[Attempt]) -> None:
         wait = retry_after_seconds(exc, self.retry.max_s)
         wait = self.retry.backoff(n) if wait is None else wait
+        left = remaining()
+        if left is not None and left <= wait:  # the research's wall budget ends before the retry
+            attempts.append(Attempt("error", f"{_describe(exc)}; no time left to retry", _ms(started)))
+            raise EngineError(
+                f"{role} model call failed and the wall-time budget leaves no time to retry", attempts
+            ) from exc
         if n >= self.retry.max_attempts:
             attempts.append(Attempt("error", _describe(exc), _ms(started)))
             raise EngineError(
@@ -447,17 +540,41 @@ class OpenAIEngine:
         usage = response.usage
         prompt_text = "\n".join(_text(m.get("content")) for m in messages)
         finish = getattr(choice, "finish_reason", None)
+        prompt_tokens = usage.prompt_tokens if usage else estimate_tokens(prompt_text)
         return Completion(
             text=text,
             model=response.model or model,
-            prompt_tokens=usage.prompt_tokens if usage else estimate_tokens(prompt_text),
+            prompt_tokens=prompt_tokens,
             completion_tokens=usage.completion_tokens if usage else estimate_tokens(text),
             latency_ms=_ms(started),
             tool_calls=calls,
             attempts=attempts,
             truncated=finish == "length",
             finish_reason=finish,
+            cached_tokens=min(cached_prompt_tokens(response), prompt_tokens or 0),
         )
+
+
+def _field(obj: Any, name: str) -> Any:
+    """A response field, whether the SDK parsed it (attribute) or kept it as an extra (dict)."""
+    if obj is None:
+        return None
+    if isinstance(obj, dict):
+        return obj.get(name)
+    value = getattr(obj, name, None)
+    if value is None:
+        value = (getattr(obj, "model_extra", None) or {}).get(name)
+    return value
+
+
+def cached_prompt_tokens(response: Any) -> int:
+    """Prompt tokens the server read from its prompt cache: ``usage.prompt_tokens_details.cached_tokens``
+    (OpenAI, vLLM, newer llama.cpp), else llama.cpp's ``timings.cache_n``; 0 when not reported."""
+    details = _field(_field(response, "usage"), "prompt_tokens_details")
+    for value in (_field(details, "cached_tokens"), _field(_field(response, "timings"), "cache_n")):
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            return int(value)
+    return 0
 
 
 def _skipped(model: str, attempts: list[Attempt]) -> Completion:

@@ -19,8 +19,9 @@ from pydantic import BaseModel, ValidationError
 from ..context import ResearchContext
 from ..errors import BudgetExceeded, CredentialsError, ModelError, StructuredOutputError
 from ..heuristics import OFFLINE_MODEL as FALLBACK_MODEL
+from ..web.deadline import deadline
 from .contracts import Contract, contract_for
-from .engine import Attempt, Completion, EngineError
+from .engine import Attempt, Completion, EngineError, ToolCallRequest
 from .prompts import render
 
 T = TypeVar("T", bound=BaseModel)
@@ -71,6 +72,7 @@ def record_completion(
         completion.latency_ms,
         artifact,
         error,
+        cached_tokens=completion.cached_tokens,
     )
 
 
@@ -94,6 +96,39 @@ def _record_attempts(
         )
 
 
+def _answer(completion: Completion) -> dict[str, Any]:
+    return {
+        "model": completion.model,
+        "text": completion.text,
+        "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in completion.tool_calls],
+        "truncated": completion.truncated,
+        "finish_reason": completion.finish_reason,
+        "prompt_tokens": completion.prompt_tokens,
+        "completion_tokens": completion.completion_tokens,
+    }
+
+
+def _replay(answer: dict[str, Any] | None, name: str) -> Completion | None:
+    """A stored answer as a completion that cost nothing this time (0 tokens, 0 ms), with one
+    ``cached`` attempt naming the file, so the audit shows where the answer came from."""
+    if answer is None:
+        return None
+    try:
+        return Completion(
+            text=str(answer["text"]),
+            model=str(answer["model"]),
+            prompt_tokens=0,
+            completion_tokens=0,
+            latency_ms=0.0,
+            tool_calls=[ToolCallRequest(str(c["name"]), dict(c["arguments"])) for c in answer.get("tool_calls", [])],
+            attempts=[Attempt("cached", f"answer replayed from {name}")],
+            truncated=bool(answer.get("truncated")),
+            finish_reason=answer.get("finish_reason"),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def complete_recorded(
     ctx: ResearchContext,
     role: str,
@@ -108,17 +143,32 @@ def complete_recorded(
     """One engine call with every failed try (retries, shrinks, the final error) in DuckDB.
     The caller records the successful completion with its verdict (ok / invalid)."""
     model = ctx.engine.model_for(role)
+    key = None
+    if ctx.engine.name != "offline":
+        # A resumed research replays the answers it already has (core/store/response_cache.py).
+        sampling = {"temperature": ctx.settings.role_temperature(role), "max_tokens": ctx.settings.max_tokens.get(role)}
+        key = ctx.responses.key(
+            {"model": model, "role": role, "messages": messages, "schema": json_schema, "tools": tools, **sampling}
+        )
+        cached = _replay(ctx.responses.get(key), ctx.responses.name(key))
+        if cached is not None:
+            _record_attempts(ctx, role, cached.attempts, round_, artifact)
+            return cached
     if ctx.engine.name != "offline" and breaker_open(ctx, role):
         raise CircuitOpenError(role)
     # Reserve the worst case first: raises BudgetExceeded before any money is spent.
     reservation = ctx.budget.reserve_llm(model, messages, ctx.settings.max_tokens.get(role, 4000))
     try:
-        completion = ctx.engine.complete(role, messages, payload, json_schema=json_schema, tools=tools)
+        # The wall-time budget interrupts a call in flight (every socket operation is capped by it).
+        with deadline(ctx.budget.remaining_wall_s()):
+            completion = ctx.engine.complete(role, messages, payload, json_schema=json_schema, tools=tools)
     except EngineError as exc:
         ctx.budget.settle(reservation, llm_calls=1)
         _record_attempts(ctx, role, exc.attempts or [Attempt("error", str(exc))], round_, artifact)
         raise
     ctx.budget.settle_llm(reservation, model, completion.prompt_tokens, completion.completion_tokens)
+    if key is not None and not completion.skipped:
+        ctx.responses.put(key, _answer(completion))  # on disk before the caller acts on it
     _record_attempts(ctx, role, completion.attempts, round_, artifact)
     return completion
 

@@ -16,6 +16,11 @@ _CITED = re.compile(r"((?:\s*\[\d+\])+)")
 _NUM = re.compile(r"\[(\d+)\]")
 _MARKUP = re.compile(r"[*_`#>|]+")
 _LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*$")
+_PASSAGE = re.compile(r"\s*\[passage \d+/\d+\]$")
+_PAGE = re.compile(r"\s*\(page (\d+)\)$")
+# read_document's banner lines (tools/local_search.py: _banner) are headings, but not places.
+_BANNER = re.compile(r"^(?:Source: |SUPERSEDED \(|Some figures here are restated)")
 
 
 class CitationCheck(BaseModel):
@@ -92,3 +97,34 @@ def verify_citations(
                 rebuilt.append(" " + "".join(kept))
         out_lines.append("".join(rebuilt).rstrip())
     return "\n".join(out_lines) + ("\n" if markdown.endswith("\n") else ""), checks
+
+
+def locate(raw: str, quote: str | None, title: str | None = None) -> str | None:
+    """Where in a stored document the quote stands: the heading path (and page) of the section
+    that contains it, as ``read_document`` rendered it (``## Title › Section, page 3 [passage
+    4/9]`` or ``## Section (page 3)``). None when the quote is not under any heading."""
+    if not quote:
+        return None
+    wanted = normalize(quote)
+    heading, block = None, []
+    sections: list[tuple[str | None, str]] = []
+    for line in raw.splitlines():
+        match = _HEADING.match(line)
+        if match:
+            sections.append((heading, "\n".join(block)))
+            heading, block = (None if _BANNER.match(match.group(1)) else match.group(1)), []
+        else:
+            block.append(line)
+    sections.append((heading, "\n".join(block)))
+    for heading, text in sections:
+        if heading and wanted and wanted in normalize(text):
+            where = _PASSAGE.sub("", heading)
+            if title and where.startswith(f"{title} › "):
+                where = where[len(title) + 3 :]
+            elif title and where == title:
+                return None  # the document's own title says nothing about the place
+            page = _PAGE.search(where)
+            if page:
+                where = _PAGE.sub("", where) + f", page {page.group(1)}"
+            return where or None
+    return None

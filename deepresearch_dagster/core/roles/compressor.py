@@ -143,6 +143,21 @@ def _compress_fresh(
             raise StructuredOutputError(
                 "compressor", f"{ungrounded:.0%} of the summary's words do not occur in the raw output"
             )
+        if not result.is_useful and kind == "text":
+            # A "not useful" verdict discards the evidence for good; a second opinion that costs
+            # nothing: when the extractive compressor finds sentences on the step's topic in a
+            # document or page, they are kept (a weak model's verdict is not final).
+            second = CompressionResult.model_validate(compress_extractively(payload))
+            if second.is_useful:
+                record_fallback(
+                    ctx,
+                    "compressor",
+                    record.artifact_file,
+                    StructuredOutputError("compressor", "'not useful' verdict on an output that matches the step"),
+                    estimate_tokens(raw_text),
+                    estimate_tokens(second.model_dump_json()),
+                )
+                return second, True
         return result, False
     except MODEL_FAILURES as exc:
         # The extractive compressor is free: a spent budget never leaves a call uncompressed.

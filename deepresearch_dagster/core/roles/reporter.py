@@ -1,4 +1,4 @@
-"""Reporter: outline first, then one section at a time, from the working memory only.
+"""Reporter: outline first, then one section at a time, each from its share of the working memory.
 
 Structure (seed 003 §6.4): executive summary, key findings, analysis, limitations, suggested
 next steps, numbered references. Citations are verified against the stored raw artifacts in the
@@ -20,12 +20,22 @@ from ..heuristics.report import REPORT_SECTIONS, direct_answer_text, extractive_
 from ..llm.contracts import OUTLINE, SECTION
 from ..llm.prompts import render
 from ..llm.structured import call_structured, complete_recorded, record_completion, record_fallback
-from ..models import Citation, Outline, OutlineSection, Report, ReportBody, ResearchPlan, SummaryBundle, ToolOutputs
+from ..models import (
+    Citation,
+    Outline,
+    OutlineSection,
+    PlanStep,
+    Report,
+    ReportBody,
+    ResearchPlan,
+    SummaryBundle,
+    ToolOutputs,
+)
 from ..naming import short_artifact_name
 from ..store.artifacts import ArtifactReader
 from ..tools import Toolbox, ToolError
 from ..tools.artifact_tools import artifact_tools
-from .citations import verify_citations
+from .citations import locate, verify_citations
 from .source_quality import corpus_status, corroborated_claims, listing_results, quality_warnings, score_sources
 
 # A looked-up artifact slice enters the reporter's context; keep it bounded.
@@ -33,6 +43,11 @@ MAX_LOOKUP_CHARS = 6000
 # Sections whose claims must carry a verifiable citation when the research found sources.
 CITED = ("Executive summary", "Key findings", "Analysis")
 _CITATION = re.compile(r"\[\d+\]")
+_CITED_GROUP = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+# Sections written from a source index and the open gaps, not from the summaries.
+INDEX_ONLY = ("Limitations", "Suggested next steps")
+# Later sections see each earlier one cut to this many characters (to avoid repeating it).
+PREVIOUS_CHARS = 600
 SECTION_GUIDANCE = {
     "Executive summary": "Three to six sentences answering the question.",
     "Key findings": "Bullet points grouped under '### <step id>. <step title>' sub-headings.",
@@ -68,16 +83,88 @@ def number_sources(bundle: SummaryBundle) -> list[dict[str, Any]]:
     return entries
 
 
-def _memory_text(entries: list[dict[str, Any]], raw: dict[str, str] | None = None) -> str:
-    """Numbered working memory; with ``raw`` (context_mode=raw) the whole outputs instead."""
+def _memory_text(entries: list[dict[str, Any]], raw: dict[str, str] | None = None, compact: bool = False) -> str:
+    """Numbered working memory; ``compact``: each summary without its extraction bullets; with
+    ``raw`` (context_mode=raw) the whole outputs instead."""
     blocks = []
     for e in entries:
-        body = raw[e["artifact_file"]] if raw else e["summary"] + "".join(f"\n- {b}" for b in e["extraction"])
+        if raw:
+            body = raw[e["artifact_file"]]
+        else:
+            body = e["summary"] + ("" if compact else "".join(f"\n- {b}" for b in e["extraction"]))
         blocks.append(
             f"[{e['n']}] {e['summary_title']} (step {e['step_id']}, source: {e['source'] or e['artifact_file']})\n"
             f"{body}".rstrip()
         )
     return "\n\n".join(blocks)
+
+
+def plan_brief(plan: ResearchPlan, followups: list[PlanStep] | None = None) -> str:
+    """The plan as the reporter needs it: each step's id, title and description (the search
+    queries served the research team; the report is organized by step)."""
+    lines = [f"Plan: {plan.plan_title}"]
+    if plan.direct_answer:
+        lines.append("(directly answerable from model knowledge)")
+    for s in [*plan.steps, *(followups or [])]:
+        lines.append(f"- step {s.step_id}: {s.title}. {' '.join(s.description.split())}")
+    return "\n".join(lines)
+
+
+def _source_index(entries: list[dict[str, Any]]) -> str:
+    """One line per source number (title, steps, source), no summary: what a section that cites
+    nothing needs to name the evidence. Lines start with "- " so they never read as a memory block."""
+    lines: dict[int, str] = {}
+    for e in entries:
+        lines.setdefault(
+            e["n"],
+            f"- [{e['n']}] {e['summary_title']} (step {e['step_id']}, "
+            f"source: {e['source'] or short_artifact_name(e['artifact_file'])})",
+        )
+    return "\n".join(lines[n] for n in sorted(lines))
+
+
+def cited_numbers(points: list[str]) -> set[int]:
+    """Source numbers an outline's points cite: ``[2]``, ``[2, 3]`` or ``[2][3]``."""
+    return {int(n) for group in _CITED_GROUP.findall(" ".join(points)) for n in re.findall(r"\d+", group)}
+
+
+def section_memory(
+    heading: str,
+    entries: list[dict[str, Any]],
+    points: list[str],
+    raw: dict[str, str] | None = None,
+    gaps: list[Any] | None = None,
+) -> str:
+    """The working memory one section is written from (its own share, not the whole memory):
+    the sources its outline points cite, with their extraction; when the outline cites none,
+    Key findings (grouped by step) reads every step's summaries in full, the Executive summary
+    and the Analysis every summary without extraction bullets; Limitations and Suggested next
+    steps read a one-line index of the sources and the critic's open gaps only."""
+    if heading in INDEX_ONLY:
+        lines = [f"Sources (summaries not needed for this section):\n{_source_index(entries) or '(none)'}"]
+        if gaps:
+            lines.append("Open gaps named by the critic:\n" + "\n".join(f"- {_gap_text(g)}" for g in gaps))
+        return "\n\n".join(lines)
+    cited = cited_numbers(points) & {e["n"] for e in entries}
+    if cited:
+        return _memory_text([e for e in entries if e["n"] in cited], raw)
+    return _memory_text(entries, raw, compact=heading != "Key findings")
+
+
+def _gap_text(gap: Any) -> str:
+    if isinstance(gap, dict):
+        return f"{gap.get('description', '')} (search: {gap.get('suggested_query', '')})".strip()
+    return str(gap)
+
+
+def _working_memory(text: str) -> dict[str, str]:
+    return {"role": "user", "content": "Working memory:\n" + (text or "(empty)")}
+
+
+def _brief(body: str, limit: int = PREVIOUS_CHARS) -> str:
+    """A written section as later sections see it: enough not to repeat it, not all of it."""
+    body = body.strip()
+    return body if len(body) <= limit else body[:limit].rstrip() + " […]"
 
 
 def _raw_texts(ctx: ResearchContext, outputs: ToolOutputs) -> dict[str, str]:
@@ -185,22 +272,38 @@ def _strip_heading(markdown: str, heading: str) -> str:
 
 def _sections(
     ctx: ResearchContext,
-    messages: list[dict[str, Any]],
+    head: list[dict[str, Any]],
     payload: dict[str, Any],
     cites: Callable[[str], bool] | None = None,
+    *,
+    entries: list[dict[str, Any]] | None = None,
+    raw: dict[str, str] | None = None,
+    lookups: list[dict[str, Any]] | None = None,
 ) -> tuple[str, str, int]:
-    """Outline, then each section aware of the outline and the sections before it. A section the
-    model cannot write is written extractively, and so is a section that must cite (``CITED``)
-    but has no citation at all while the extractive section cites what ``cites`` verifies. Returns (body, reporter model
+    """Outline, then each section aware of the outline and the sections before it. Every call
+    starts with the same stable prefix ``head`` (system prompt, question, plan: a provider's
+    prompt cache can serve it), then its own variable part: the outline reads every summary
+    without extraction bullets (as the lookup before it did: a shared prefix again), each section
+    only its share (:func:`section_memory`); looked-up artifact text goes to the outline and the
+    sections that must cite. A section the model cannot write is
+    written extractively, and so is a section that must cite (``CITED``) but has no citation at
+    all while the extractive section cites what ``cites`` verifies. Returns (body, reporter model
     label, number of parts written by the fallback); a report written wholly by the fallback names
     no model."""
     model = ctx.engine.model_for("reporter")
+    entries = entries or []
+    lookups = lookups or []
     headings = list(REPORT_SECTIONS)
     try:
         outline = call_structured(
             ctx,
             "reporter",
-            [*messages, {"role": "user", "content": render("reporter_outline", sections=", ".join(headings))}],
+            [
+                *head,
+                _working_memory(_memory_text(entries, raw, compact=True)),
+                *lookups,
+                {"role": "user", "content": render("reporter_outline", sections=", ".join(headings))},
+            ],
             {**payload, "phase": "outline"},
             OUTLINE,
             artifact="report.md",
@@ -215,7 +318,7 @@ def _sections(
     written: list[tuple[str, str]] = []
     fallbacks = 0
     for heading in headings:
-        previous = "\n\n".join(f"## {h}\n{body}" for h, body in written) or "(none yet)"
+        previous = "\n\n".join(f"## {h}\n{_brief(body)}" for h, body in written) or "(none yet)"
         ask = render(
             "reporter_section",
             heading=heading,
@@ -223,18 +326,26 @@ def _sections(
             previous=previous,
             guidance=SECTION_GUIDANCE[heading],
         )
+        memory = section_memory(heading, entries, points.get(heading.lower(), []), raw, payload.get("open_gaps"))
         try:
             body = call_structured(
                 ctx,
                 "reporter",
-                [*messages, {"role": "user", "content": ask}],
+                [
+                    *head,
+                    _working_memory(memory),
+                    *(lookups if heading in CITED else []),
+                    {"role": "user", "content": ask},
+                ],
                 {**payload, "phase": "section", "section": heading},
                 SECTION,
                 artifact="report.md",
             ).markdown
-            # A section that must cite but has no [n] at all is replaced when the extractive one
-            # would cite verifiably (wrong citations are removed and counted further down instead).
-            uncited = cites is not None and payload["sources"] and heading in CITED and not _CITATION.search(body)
+            # A section that must cite but cites nothing that verifies (no [n], or only [n] whose
+            # quotes are not in the sources: a weak or random model) is replaced when the
+            # extractive one would cite verifiably; a section with some verified citations keeps
+            # them, and its wrong ones are removed and counted further down.
+            uncited = cites is not None and payload["sources"] and heading in CITED and not cites(body)
             if uncited and cites(extractive_section(heading, payload)):
                 raise StructuredOutputError("reporter", f"section '{heading}' cites no source that verifies")
         except MODEL_FAILURES as exc:
@@ -270,21 +381,23 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
         "open_gaps": rounds[-1]["verdict"]["gaps"] if rounds and rounds[-1]["decision"] != "sufficient" else [],
         "not_useful_count": len(bundle.summaries) - len(bundle.working_memory),
     }
-    memory = _memory_text(entries, raws if ctx.settings.context_mode == "raw" else None)
-    plan_text = plan.as_markdown(outputs.followup_steps)
-    messages: list[dict[str, Any]] = [
+    raw = raws if ctx.settings.context_mode == "raw" else None
+    # The stable prefix of every reporter call (system prompt, question, plan); each call adds
+    # its own share of the working memory after it.
+    head: list[dict[str, Any]] = [
         {"role": "system", "content": render("reporter", today=ctx.today)},
-        {
-            "role": "user",
-            "content": f"Question: {ctx.question}\n\nPlan:\n{plan_text}\n\nWorking memory:\n" + (memory or "(empty)"),
-        },
+        {"role": "user", "content": f"Question: {ctx.question}\n\n{plan_brief(plan, outputs.followup_steps)}"},
     ]
     if outputs.direct_answer:
         try:
             body = call_structured(
                 ctx,
                 "reporter",
-                [*messages, {"role": "user", "content": render("reporter_direct")}],
+                [
+                    *head,
+                    _working_memory(_memory_text(entries, raw)),
+                    {"role": "user", "content": render("reporter_direct")},
+                ],
                 {**payload, "phase": "direct"},
                 SECTION,
                 artifact="report.md",
@@ -299,7 +412,10 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
             "- Answered without tool calls: no sources were consulted."
         )
     else:
-        messages += artifact_lookups(ctx, plan, messages, payload)
+        # The lookup decides from the summaries alone (no extraction bullets) what to check.
+        lookups = artifact_lookups(
+            ctx, plan, [*head, _working_memory(_memory_text(entries, raw, compact=True))], payload
+        )
         by_n: dict[int, list[dict[str, Any]]] = {}
         for e in entries:
             by_n.setdefault(e["n"], []).append(e)
@@ -307,7 +423,9 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
         def cites(section: str) -> bool:
             return any(c.verified for c in verify_citations(section, by_n, raws)[1])
 
-        body, model, reporter_fallbacks = _sections(ctx, messages, payload, cites)
+        body, model, reporter_fallbacks = _sections(
+            ctx, head, payload, cites, entries=entries, raw=raw, lookups=lookups
+        )
     fallbacks = fallback_counts(ctx, bundle, outputs, reporter_fallbacks)
     body = insert_notes(body, pipeline_notes(outputs, bundle, warnings, fallbacks))
     entries_by_n: dict[int, list[dict[str, Any]]] = {}
@@ -320,14 +438,17 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
         body = insert_notes(
             body, [f"{len(unverified)} citation(s) could not be verified against the stored sources and were removed."]
         )
-    citations = _citations(checks, entries_by_n)
+    citations = _citations(checks, entries_by_n, raws)
     references = ["", "## References", ""]
     for c in citations:
         # A list item each (a Markdown viewer would join plain lines into one paragraph); a URL is
         # a link; the artifact's short name here, its full name in report.json and the audit.
-        title = f"{c.source_title} — " if c.source_title else ""
+        # A passage read is titled "Document — Section"; the precise place is c.location then.
+        shown = (c.source_title or "").split(" — ")[0] if c.location else c.source_title
+        title = f"{shown} — " if shown else ""
         source = f"<{c.source}>" if c.source.startswith(("http://", "https://")) else f"`{c.source}`"
-        references.append(f"- [{c.n}] {title}{source} (artifact: `{short_artifact_name(c.artifact_file)}`)")
+        where = f", {c.location}" if c.location else ""
+        references.append(f"- [{c.n}] {title}{source}{where} (artifact: `{short_artifact_name(c.artifact_file)}`)")
     header = f"# {plan.plan_title}\n\n**Question:** {ctx.question}\n\n"
     markdown = header + body.strip() + "\n" + "\n".join(references) + "\n"
     ctx.lineage.replace_rows(
@@ -383,20 +504,28 @@ def _run_fallbacks(ctx: ResearchContext, role: str, stage_table: str, last_only:
     return sum(1 for r in rows if r["status"] == "fallback")
 
 
-def _citations(checks: list[Any], entries_by_n: dict[int, list[dict[str, Any]]]) -> list[Citation]:
-    """One reference per cited source that kept at least one verified citation."""
+def _citations(
+    checks: list[Any], entries_by_n: dict[int, list[dict[str, Any]]], raws: dict[str, str]
+) -> list[Citation]:
+    """One reference per cited source that kept at least one verified citation; a local
+    document's reference names the section and page its first verified quote stands in."""
     out: dict[int, Citation] = {}
     for c in checks:
         if not c.verified or c.n in out:
             continue
         e = entries_by_n[c.n][0]
+        source = e["source"] or e["artifact_file"]
+        web = source.startswith(("http://", "https://"))
+        title = (e["source_title"] or "").split(" — ")[0].removesuffix(" (superseded)") or None
+        location = None if web else locate(raws.get(c.artifact_file or e["artifact_file"], ""), c.quote, title)
         out[c.n] = Citation(
             n=c.n,
-            source=e["source"] or e["artifact_file"],
+            source=source,
             source_title=e["source_title"],
             artifact_file=c.artifact_file or e["artifact_file"],
             summary_title=e["summary_title"],
             quote=c.quote,
             verified=True,
+            location=location,
         )
     return [out[n] for n in sorted(out)]

@@ -3,24 +3,34 @@ latency and failures, per-step context reduction, and the chain from a report ci
 to its summary, raw artifact and tool call.
 
 The views they read are defined in :mod:`.schema` (applied when a ``LineageStore`` opens the
-file). Prices come from the caller (``ResearchSettings.prices``, see ``core/llm/pricing.py``);
+file). Listings are paged inside DuckDB: ``ls`` and the per-research table of ``metrics`` fetch
+one page of researches (newest first) and aggregate only that page's rows. The across-research
+part of ``metrics`` (totals, usage by role and model, tools) is kept in ``audit_cache`` under a
+fingerprint of the rows it aggregates (counts and hashes of ``tool_calls``, ``llm_calls``,
+``research_requests`` and ``model_prices``, plus the view definitions): while nothing changed it
+is read back instead of re-aggregated; any write changes the fingerprint.
+
+Prices come from the caller (``ResearchSettings.prices``, see ``core/llm/pricing.py``);
 :func:`sync_prices` copies them into ``model_prices`` before costs are read. A model with no
 listed price stays unpriced (NULL cost), never charged as another model.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import duckdb
 from pydantic import BaseModel
 
 from ..errors import UnknownResearch
 from ..llm.pricing import Price
 from .artifacts import ArtifactStore
-from .schema import AUDIT_VIEWS
+from .schema import AUDIT_VIEWS, VIEWS_SQL
 
 if TYPE_CHECKING:
     from .lineage import LineageStore
@@ -33,6 +43,7 @@ __all__ = [
     "UnknownPartition",
     "audit_research",
     "metrics",
+    "research_page",
     "research_status",
     "sync_prices",
 ]
@@ -104,9 +115,13 @@ class ResearchAudit(BaseModel):
 
 class Metrics(BaseModel):
     totals: dict[str, Any]
+    # One page of research_metrics rows, newest first (``limit``/``offset``; limit None: all).
     researches: list[dict[str, Any]]
     llm_usage: list[dict[str, Any]]
     tools: list[dict[str, Any]]
+    researches_total: int = 0
+    limit: int | None = None
+    offset: int = 0
 
 
 def _plain(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -126,6 +141,13 @@ def research_status(lineage: LineageStore, partition_key: str) -> str:
 
 
 def audit_research(
+    lineage: LineageStore, artifacts_root: str | Path, partition_key: str, prices: Mapping[str, Price]
+) -> ResearchAudit:
+    with lineage.session():  # one connection for every query of the audit
+        return _audit_research(lineage, artifacts_root, partition_key, prices)
+
+
+def _audit_research(
     lineage: LineageStore, artifacts_root: str | Path, partition_key: str, prices: Mapping[str, Price]
 ) -> ResearchAudit:
     sync_prices(lineage, prices)
@@ -199,13 +221,171 @@ def audit_research(
     )
 
 
-def metrics(lineage: LineageStore, prices: Mapping[str, Price]) -> Metrics:
-    sync_prices(lineage, prices)
-    researches = _plain(lineage.query("SELECT * FROM research_metrics ORDER BY created_at"))
-    totals = lineage.query("SELECT * FROM research_totals")
+# -- pages of researches (ls, metrics) -------------------------------------------------------
+
+_PAGE_SQL = (
+    "SELECT partition_key, question, created_at FROM research_requests ORDER BY created_at DESC, partition_key DESC"
+)
+
+
+def _page(lineage: LineageStore, limit: int | None, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """One page of registered researches, newest first, and how many there are in all."""
+    total = int(lineage.query("SELECT count(*) AS n FROM research_requests")[0]["n"])
+    sql, params = _PAGE_SQL, []
+    if limit is not None:
+        sql, params = f"{sql} LIMIT ? OFFSET ?", [limit, offset]
+    elif offset:
+        sql, params = f"{sql} OFFSET ?", [offset]
+    return lineage.query(sql, params), total
+
+
+def _in(keys: list[str]) -> tuple[str, list[Any]]:
+    """``IN (?, ?, …)`` for a page (DuckDB pushes a short constant list into the table scans);
+    a long one (``--limit 0`` over thousands of researches) as one list parameter instead."""
+    if len(keys) <= 1000:
+        return f"IN ({', '.join('?' for _ in keys)})", list(keys)
+    return "IN (SELECT unnest(?::VARCHAR[]))", [list(keys)]
+
+
+def research_page(lineage: LineageStore, limit: int | None = 50, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """``deepresearch ls``: one page of researches, newest first — partition_key, question,
+    created_at, the status of the latest run ('registered' before any), tool_calls and
+    reduction_pct (as ``LineageStore.list_researches``) — and the number of researches.
+    The figures are aggregated over the page's rows only (an IN list DuckDB pushes into the scans)."""
+    with lineage.session():
+        rows, total = _page(lineage, limit, offset)
+        keys = [r["partition_key"] for r in rows]
+        if not keys:
+            return [], total
+        among, params = _in(keys)
+        status = {
+            r["partition_key"]: r["status"]
+            for r in lineage.query(
+                f"SELECT partition_key, status FROM runs WHERE partition_key {among} "
+                "QUALIFY row_number() OVER (PARTITION BY partition_key ORDER BY started_at DESC) = 1",
+                params,
+            )
+        }
+        figures = {
+            r["partition_key"]: r
+            for r in lineage.query(
+                "SELECT partition_key, tool_calls, reduction_pct FROM context_reduction_by_research "
+                f"WHERE partition_key {among}",
+                params,
+            )
+        }
+    out = []
+    for r in rows:
+        fig = figures.get(r["partition_key"], {})
+        out.append(
+            {
+                **r,
+                "status": status.get(r["partition_key"], "registered"),
+                "tool_calls": fig.get("tool_calls"),
+                "reduction_pct": fig.get("reduction_pct"),
+            }
+        )
+    return out, total
+
+
+def _research_metrics_of(lineage: LineageStore, keys: list[str]) -> list[dict[str, Any]]:
+    """The ``research_metrics`` rows of ``keys`` (same columns and formulas: the per-research views
+    it is built from, filtered by an IN list so only those researches' rows are read), newest first."""
+    if not keys:
+        return []
+    among, params = _in(keys)
+    return lineage.query(
+        f"""
+        WITH calls AS (
+            SELECT partition_key, tool_calls, useful, raw_tokens, injected_tokens, reduction_pct
+            FROM context_reduction_by_research WHERE partition_key {among}),
+        failures AS (
+            SELECT partition_key, count(*) AS tool_failures FROM tool_call_failures
+            WHERE partition_key {among} GROUP BY partition_key),
+        llm AS (
+            SELECT partition_key, sum(calls) AS llm_calls, sum(failed_attempts) AS llm_failed_attempts,
+                   sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
+                   sum(cost_usd) AS cost_usd, count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_models
+            FROM llm_usage_by_research WHERE partition_key {among} GROUP BY partition_key)
+        SELECT r.partition_key, r.created_at,
+               coalesce(c.tool_calls, 0) AS tool_calls, coalesce(f.tool_failures, 0) AS tool_failures,
+               coalesce(c.useful, 0) AS useful, coalesce(c.raw_tokens, 0) AS raw_tokens,
+               coalesce(c.injected_tokens, 0) AS injected_tokens, c.reduction_pct,
+               coalesce(l.llm_calls, 0) AS llm_calls, coalesce(l.llm_failed_attempts, 0) AS llm_failed_attempts,
+               coalesce(l.prompt_tokens, 0) AS prompt_tokens, coalesce(l.completion_tokens, 0) AS completion_tokens,
+               round(l.cost_usd, 6) AS cost_usd, coalesce(l.unpriced_models, 0) AS unpriced_models
+        FROM research_requests r
+        LEFT JOIN calls c ON c.partition_key = r.partition_key
+        LEFT JOIN failures f ON f.partition_key = r.partition_key
+        LEFT JOIN llm l ON l.partition_key = r.partition_key
+        WHERE r.partition_key {among}
+        ORDER BY r.created_at DESC, r.partition_key DESC
+        """,
+        params * 4,
+    )
+
+
+# -- the across-research summary, cached under a fingerprint of its inputs ---------------------
+
+# Changes whenever the views (or this summary's shape) change, so an upgrade never serves a stale
+# summary computed by older definitions.
+_SUMMARY_VERSION = hashlib.sha256(f"metrics-summary-1\n{VIEWS_SQL}".encode()).hexdigest()[:16]
+
+# Counts plus an order-independent hash (bit_xor of row hashes) of what the summary aggregates:
+# an insert, delete or update of any of these rows changes it. Rows are hashed on the key and the
+# columns the summary's views read (whole rows would hash every path, argument and error text:
+# about twice the time at 1M rows); llm_calls rows are only ever inserted, each with a new id.
+_FINGERPRINT_SQL = """
+SELECT concat_ws('/',
+    (SELECT count(*) || ':' || coalesce(bit_xor(hash(partition_key, call_id, tool, status, cached, is_useful,
+            raw_tokens, injected_tokens, latency_ms)), 0) FROM tool_calls),
+    (SELECT count(*) || ':' || coalesce(bit_xor(hash(id, partition_key, role, model, status, prompt_tokens,
+            completion_tokens, latency_ms)), 0) FROM llm_calls),
+    (SELECT count(*) || ':' || coalesce(bit_xor(hash(partition_key, created_at)), 0) FROM research_requests),
+    (SELECT count(*) || ':' || coalesce(bit_xor(hash(t)), 0) FROM model_prices t)) AS fingerprint
+"""
+
+
+def _summary(lineage: LineageStore) -> dict[str, Any]:
+    """totals (view research_totals), llm_usage (llm_usage_by_role_model) and tools
+    (tool_calls_by_tool): read from ``audit_cache`` when the fingerprint still matches, else
+    computed and stored. The fingerprint is taken first, so rows written meanwhile can only make
+    the stored one older than the data (recomputed next time), never newer."""
+    fingerprint = f"{_SUMMARY_VERSION}/{lineage.query(_FINGERPRINT_SQL)[0]['fingerprint']}"
+    cached = lineage.query(
+        "SELECT payload FROM audit_cache WHERE name = 'metrics_summary' AND fingerprint = ?", [fingerprint]
+    )
+    if cached:
+        return json.loads(cached[0]["payload"])
+    summary = {
+        "totals": _plain(lineage.query("SELECT * FROM research_totals"))[0],
+        "llm_usage": _plain(lineage.query("SELECT * FROM llm_usage_by_role_model ORDER BY role, model")),
+        "tools": _plain(lineage.query("SELECT * FROM tool_calls_by_tool ORDER BY tool")),
+    }
+    # A read-only connection or a concurrent writer only costs the next call a recomputation.
+    with contextlib.suppress(duckdb.Error):
+        lineage.query(
+            "INSERT OR REPLACE INTO audit_cache (name, fingerprint, payload, computed_at) "
+            "VALUES ('metrics_summary', ?, ?, current_timestamp) RETURNING name",
+            [fingerprint, json.dumps(summary)],
+        )
+    return summary
+
+
+def metrics(lineage: LineageStore, prices: Mapping[str, Price], limit: int | None = 20, offset: int = 0) -> Metrics:
+    """``deepresearch metrics``: totals, LLM usage by role and model and tool figures across every
+    research, plus one page of per-research rows (newest first; ``limit=None``: every research)."""
+    with lineage.session():  # one connection for every query
+        sync_prices(lineage, prices)
+        summary = _summary(lineage)
+        page, total = _page(lineage, limit, offset)
+        researches = _plain(_research_metrics_of(lineage, [r["partition_key"] for r in page]))
     return Metrics(
-        totals=_plain(totals)[0],
+        totals=summary["totals"],
         researches=researches,
-        llm_usage=_plain(lineage.query("SELECT * FROM llm_usage_by_role_model ORDER BY role, model")),
-        tools=_plain(lineage.query("SELECT * FROM tool_calls_by_tool ORDER BY tool")),
+        llm_usage=summary["llm_usage"],
+        tools=summary["tools"],
+        researches_total=total,
+        limit=limit,
+        offset=offset,
     )

@@ -1,27 +1,87 @@
 """DuckDB lineage: requests, runs, plans, tool calls, LLM calls, context, compressions.
 
-Every write opens a short-lived connection (through ``DuckDBResource.get_connection`` in
-Dagster, ``duckdb.connect`` in the CLI) so several processes can take turns on the file.
 The schema (tables, migrations, views) is :mod:`.schema`; every query of the lineage database
 is a named method here (or in :mod:`.audit`), so callers never write SQL.
+
+Connections. DuckDB admits one process at a time on a file, and a connect (catalog load) plus
+a close (checkpoint) costs 20-40 ms, which used to be paid by every lineage statement. Now:
+
+* Each process holds at most one connection per database file (:class:`_Lease`), shared by
+  every :class:`LineageStore` on that file and opened on first use.
+* It stays open only inside a :meth:`LineageStore.session`: a pipeline stage, a Dagster op, a
+  ``launcher.run_job`` run. Outside one, a call connects and closes as before, so the file is
+  free again as soon as the call returns.
+* Inside a session it is let go after the current statement when another process waits for
+  the file, when idle for ``LINGER_S`` (a long model call), after ``MAX_HOLD_S`` open, and at
+  the session's end, so no process is shut out for long.
+* Processes take turns through ``<db>.lock`` (an flock held while the connection is open); a
+  waiter holds a shared flock on ``<db>.wait`` so the holder sees it and lets go. A process
+  outside this protocol (the duckdb CLI) gets the file in the gaps, with the usual connect
+  retries. Without POSIX locks (Windows) every call opens a short connection, as before.
+* Inside a session the statements share one transaction, committed after ``COMMIT_EVERY_S``,
+  at the first pause of ``COMMIT_IDLE_S`` (by the lease's thread, while the research waits on a
+  model or a page) and always before the connection is let go: no other process can read the
+  file in between, and this process reads its own writes. Each store method is atomic: if one
+  fails, the transaction is rolled back and the earlier methods' writes are committed again
+  without it. A process killed outright (SIGKILL) loses at most the last ``COMMIT_EVERY_S``
+  of rows; the raw files, always written before their rows, stay on disk.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
+import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Any, ClassVar
 
 import duckdb
 
-from ..errors import redact
+from ..errors import redact, storage_failure
 from ..models import ResearchPlan, SummaryRecord, ToolCallRecord
 from .schema import migrate
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no shared connection
+    fcntl = None  # type: ignore[assignment]
+
 Connect = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
+
+# Inside a session: close the held connection after this long without a statement (a model
+# call), or after this long open (a process that ignores the lock file gets a gap), or at once
+# when another process waits for the file.
+LINGER_S = 0.5
+MAX_HOLD_S = 2.0
+# Inside a session, statements are grouped into one transaction, committed after this long or
+# as soon as the process pauses this long between statements (by the lease's thread, while the
+# research waits for a model or a page), and before the connection is let go.
+COMMIT_EVERY_S = 0.5
+COMMIT_IDLE_S = 0.02
+_POLL_S = 0.01
+# Waiting for the lock file: poll interval and the give-up time.
+_WAIT_POLL_S = (0.001, 0.005)
+_WAIT_TIMEOUT_S = 600.0
+
+
+def _open_retrying(path: str | Path) -> duckdb.DuckDBPyConnection:
+    """``duckdb.connect``, retried briefly while a process outside the lock protocol holds the file."""
+    delay = 0.01
+    deadline = time.monotonic() + 60.0
+    while True:
+        try:
+            return duckdb.connect(str(path))
+        except duckdb.IOException as exc:
+            # Only a lock held by another process is worth waiting for: a corrupt, truncated or
+            # unwritable file fails the same way every time (errors.storage_failure names it).
+            if storage_failure(exc) is not None or time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
 
 
 def path_connect(path: str | Path) -> Connect:
@@ -30,16 +90,7 @@ def path_connect(path: str | Path) -> Connect:
 
     @contextmanager
     def connect() -> Iterator[duckdb.DuckDBPyConnection]:
-        delay = 0.05
-        for attempt in range(40):
-            try:
-                conn = duckdb.connect(str(path))
-                break
-            except duckdb.IOException:
-                if attempt == 39:
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 1.5, 1.0)
+        conn = _open_retrying(path)
         try:
             yield conn
         finally:
@@ -48,25 +99,277 @@ def path_connect(path: str | Path) -> Connect:
     return connect
 
 
+class _Journaled:
+    """The shared connection inside a grouped transaction: keeps the writes of the open
+    transaction so that a unit of work that fails can be undone alone (:meth:`_Lease.use`)."""
+
+    __slots__ = ("_conn", "_journal")
+
+    def __init__(self, conn: duckdb.DuckDBPyConnection, journal: list[tuple[str, list[Any]]]) -> None:
+        self._conn = conn
+        self._journal = journal
+
+    def execute(self, sql: str, parameters: Any = None) -> duckdb.DuckDBPyConnection:
+        params = list(parameters or [])
+        if not sql.lstrip()[:6].upper().startswith(("SELECT", "WITH")):
+            self._journal.append((sql, params))
+        return self._conn.execute(sql, params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+class _Lease:
+    """This process's connection to one database file (see the module docstring)."""
+
+    _all: ClassVar[dict[tuple[int, str], _Lease]] = {}
+    _all_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lock = threading.RLock()
+        self.conn: duckdb.DuckDBPyConnection | None = None
+        self.in_use = 0
+        self.sessions = 0
+        self.opened_at = self.last_used = 0.0
+        self.yield_next = False  # let a waiting process in before opening again
+        self.opens = 0
+        self.txn_open = False  # a grouped transaction (inside a session)
+        self.txn_started = 0.0
+        self.journal: list[tuple[str, list[Any]]] = []
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock_file = open(f"{path}.lock", "a+b")  # noqa: SIM115 - held for the process
+        self._wait_file = open(f"{path}.wait", "a+b")  # noqa: SIM115
+        self._reaper: threading.Thread | None = None
+
+    @classmethod
+    def get(cls, path: str) -> _Lease:
+        key = (os.getpid(), path)  # a forked child never touches its parent's connection
+        with cls._all_lock:
+            lease = cls._all.get(key)
+            if lease is None:
+                lease = cls._all[key] = cls(path)
+            return lease
+
+    @contextmanager
+    def use(self, grouped: bool = True) -> Iterator[Any]:
+        """The connection for one unit of work (one store method). Inside a session the unit
+        joins the grouped transaction and is atomic: if it fails, the transaction is rolled
+        back and the earlier units' writes are replayed and committed without it."""
+        with self.lock:
+            if self.conn is None:
+                self._open()
+            assert self.conn is not None
+            if not grouped:
+                self._commit()
+            elif self.sessions and not self.txn_open:
+                self.conn.execute("BEGIN")
+                self.txn_open, self.txn_started = True, time.monotonic()
+                self.journal.clear()
+            mark = len(self.journal)
+            self.in_use += 1
+            try:
+                yield _Journaled(self.conn, self.journal) if self.txn_open else self.conn
+            except BaseException:
+                if self.txn_open:
+                    self._undo(mark)
+                raise
+            finally:
+                self.in_use -= 1
+                self.last_used = time.monotonic()
+                if self.in_use == 0:
+                    if self.sessions == 0 or self._others_waiting():
+                        self._close()
+                    elif self.txn_open and self.last_used - self.txn_started >= COMMIT_EVERY_S:
+                        self._commit()
+
+    def _commit(self) -> None:
+        if not self.txn_open or self.conn is None:
+            return
+        try:
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self._undo(len(self.journal))
+            raise
+        self.txn_open = False
+        self.journal.clear()
+
+    def _undo(self, mark: int) -> None:
+        """Roll the grouped transaction back and commit again what came before ``mark``."""
+        assert self.conn is not None
+        keep = self.journal[:mark]
+        self.txn_open = False
+        self.journal.clear()
+        with suppress(duckdb.Error):
+            self.conn.execute("ROLLBACK")
+        if keep:
+            self.conn.execute("BEGIN")
+            try:
+                for sql, params in keep:
+                    self.conn.execute(sql, params)
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        with self.lock:
+            self.sessions += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.sessions -= 1
+                if self.sessions == 0 and self.in_use == 0:
+                    self._close()
+
+    def _open(self) -> None:
+        if self.yield_next:
+            self.yield_next = False
+            time.sleep(2 * _WAIT_POLL_S[1])  # a waiter polls at least this often
+        self._lock_exclusive()
+        try:
+            self.conn = _open_retrying(self.path)
+        except BaseException:
+            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+            raise
+        self.opens += 1
+        self.opened_at = self.last_used = time.monotonic()
+        if self.sessions and (self._reaper is None or not self._reaper.is_alive()):
+            self._reaper = threading.Thread(target=self._reap, name="lineage-lease", daemon=True)
+            self._reaper.start()
+
+    def _lock_exclusive(self) -> None:
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        fcntl.flock(self._wait_file, fcntl.LOCK_SH)  # the holder sees a waiter and lets go
+        try:
+            deadline = time.monotonic() + _WAIT_TIMEOUT_S
+            delay = _WAIT_POLL_S[0]
+            while True:
+                try:
+                    fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise duckdb.IOException(f"{self.path} stayed locked by another process") from None
+                    time.sleep(delay)
+                    delay = min(delay * 2, _WAIT_POLL_S[1])
+        finally:
+            fcntl.flock(self._wait_file, fcntl.LOCK_UN)
+
+    def _others_waiting(self) -> bool:
+        try:
+            fcntl.flock(self._wait_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(self._wait_file, fcntl.LOCK_UN)
+        return False
+
+    def _close(self) -> None:
+        if self.conn is None:
+            return
+        try:
+            self._commit()
+        finally:
+            self._disconnect()
+
+    def _disconnect(self) -> None:
+        assert self.conn is not None
+        conn, self.conn = self.conn, None
+        self.txn_open = False
+        try:
+            conn.close()
+        finally:
+            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+        if self.sessions and self._others_waiting():
+            self.yield_next = True
+
+    def _reap(self) -> None:
+        """Close the idle connection inside a session (see LINGER_S / MAX_HOLD_S)."""
+        while True:
+            time.sleep(_POLL_S)
+            if not self.lock.acquire(blocking=False):
+                continue  # a statement is running
+            try:
+                if self.conn is None:
+                    return
+                if self.in_use:
+                    continue
+                now = time.monotonic()
+                if (
+                    self.sessions == 0
+                    or now - self.last_used >= LINGER_S
+                    or now - self.opened_at >= MAX_HOLD_S
+                    or self._others_waiting()
+                ):
+                    self._close()
+                    return
+                if self.txn_open and now - self.last_used >= COMMIT_IDLE_S:
+                    self._commit()  # while the research waits: off its critical path
+            except Exception:  # the next statement reports a broken connection
+                continue
+            finally:
+                self.lock.release()
+
+    @classmethod
+    def close_all(cls) -> None:
+        for (pid, _), lease in list(cls._all.items()):
+            if pid == os.getpid():
+                with lease.lock:
+                    lease._close()
+
+
+atexit.register(_Lease.close_all)
+
+
+def _insert_rows(conn: duckdb.DuckDBPyConnection, sql: str, rows: list[list[Any]]) -> None:
+    """``executemany`` as one multi-row ``VALUES`` statement per chunk: DuckDB runs
+    ``executemany`` row by row, each a statement of its own."""
+    head, marks = sql.rsplit("VALUES", 1)
+    for i in range(0, len(rows), 256):
+        chunk = rows[i : i + 256]
+        conn.execute(f"{head}VALUES {', '.join([marks.strip()] * len(chunk))}", [v for r in chunk for v in r])
+
+
 class LineageStore:
     _migrated: ClassVar[set[str]] = set()
 
-    def __init__(self, connect: Connect, database: str | None = None) -> None:
-        """``database`` names the file so the schema is applied once per process, not per op."""
+    def __init__(self, connect: Connect | None = None, database: str | None = None) -> None:
+        """``database`` names the file so the schema is applied once per process, not per op.
+        Without ``connect`` the store uses this process's shared connection to ``database``."""
+        self._lease: _Lease | None = None
+        if connect is None and database and fcntl is not None:
+            try:
+                self._lease = _Lease.get(database)
+            except OSError:  # no lock files next to a read-only database: a connection per call
+                self._lease = None
+        if connect is None:
+            if database is None:
+                raise ValueError("LineageStore needs a connection factory or a database path")
+            connect = path_connect(database)
         self._connect_new = connect
         self._held: duckdb.DuckDBPyConnection | None = None
         if database is None or database not in self._migrated:
-            with self._connect() as conn:
+            with self._connect(grouped=False) as conn:
                 migrate(conn)  # missing migrations in order, then the views (core/store/schema.py)
             if database is not None:
                 self._migrated.add(database)
 
     @classmethod
     def at(cls, path: str | Path) -> LineageStore:
-        return cls(path_connect(path), str(Path(path).resolve()))
+        return cls(None, str(Path(path).resolve()))
 
     @contextmanager
-    def _connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _connect(self, grouped: bool = True) -> Iterator[Any]:
+        if self._lease is not None:
+            with self._lease.use(grouped) as conn:
+                yield conn
+            return
         if self._held is not None:
             yield self._held
             return
@@ -75,8 +378,13 @@ class LineageStore:
 
     @contextmanager
     def session(self) -> Iterator[None]:
-        """Hold one connection for a short unit of work (one tool call, one op) instead of
-        opening one per row; the file lock is released again as soon as the unit ends."""
+        """A unit of work (a stage, an op, a run) that keeps this process's connection between
+        statements, released early when another process waits (module docstring); outside a
+        session every call opens and closes its own connection."""
+        if self._lease is not None:
+            with self._lease.session():
+                yield
+            return
         if self._held is not None:
             yield
             return
@@ -86,6 +394,28 @@ class LineageStore:
                 yield
             finally:
                 self._held = None
+
+    def release(self) -> None:
+        """Close the shared connection now if no statement or session is using it (stage ends)."""
+        if self._lease is not None:
+            with self._lease.lock:
+                if self._lease.in_use == 0:
+                    self._lease._close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """Statements that must land together; rolled back on error (the connection may be shared)."""
+        with self._connect() as conn:
+            if isinstance(conn, _Journaled):
+                yield conn  # part of the session's grouped transaction, undone alone on error
+                return
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
 
     def _exec(self, sql: str, params: list[Any] | None = None) -> None:
         with self._connect() as conn:
@@ -136,28 +466,25 @@ class LineageStore:
 
     # -- plan ----------------------------------------------------------------------------
     def record_plan(self, partition_key: str, run_id: str, plan: ResearchPlan, folder: str) -> None:
-        with self._connect() as conn:
-            conn.execute("BEGIN")
+        with self._transaction() as conn:
             conn.execute("DELETE FROM plan_steps WHERE partition_key = ?", [partition_key])
             conn.execute(
                 "INSERT OR REPLACE INTO plans (partition_key, run_id, plan_title, plan_folder, plan) "
                 "VALUES (?, ?, ?, ?, ?)",
                 [partition_key, run_id, plan.plan_title, folder, plan.model_dump_json()],
             )
-            conn.executemany(
+            _insert_rows(
+                conn,
                 "INSERT INTO plan_steps VALUES (?, ?, ?, ?, ?)",
                 [[partition_key, s.step_id, i, s.title, s.description] for i, s in enumerate(plan.steps)],
             )
-            conn.execute("COMMIT")
 
     # -- tool calls and context ------------------------------------------------------------
     def clear_research_calls(self, partition_key: str) -> None:
         """A re-run replaces the partition's tool calls so rows always mirror the files."""
-        with self._connect() as conn:
-            conn.execute("BEGIN")
+        with self._transaction() as conn:
             conn.execute("DELETE FROM tool_calls WHERE partition_key = ?", [partition_key])
             conn.execute("DELETE FROM context_messages WHERE partition_key = ?", [partition_key])
-            conn.execute("COMMIT")
 
     def record_tool_call(self, partition_key: str, run_id: str, rec: ToolCallRecord) -> None:
         self._exec(
@@ -224,8 +551,11 @@ class LineageStore:
     def record_summaries(self, partition_key: str, summaries: list[SummaryRecord]) -> None:
         if not summaries:
             return
+        # One row per key (a multi-row INSERT OR REPLACE may not touch a key twice); the last wins.
+        summaries = list({(s.call_id, s.compressor_model, s.prompt_version): s for s in summaries}.values())
         with self._connect() as conn:
-            conn.executemany(
+            _insert_rows(
+                conn,
                 "INSERT OR REPLACE INTO summaries (partition_key, call_id, compressor_model, "
                 "prompt_version, cache_key, is_useful, injected_tokens, summary_title) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -255,19 +585,18 @@ class LineageStore:
     def record_context(self, partition_key: str, step_id: str, messages: list[dict[str, str]]) -> None:
         from ..text import estimate_tokens
 
-        with self._connect() as conn:
-            conn.execute("BEGIN")
+        with self._transaction() as conn:
             conn.execute(
                 "DELETE FROM context_messages WHERE partition_key = ? AND step_id = ?", [partition_key, step_id]
             )
-            conn.executemany(
+            _insert_rows(
+                conn,
                 "INSERT INTO context_messages VALUES (?, ?, ?, ?, ?, ?)",
                 [
                     [partition_key, step_id, i, m["role"], m["content"], estimate_tokens(m["content"])]
                     for i, m in enumerate(messages)
                 ],
             )
-            conn.execute("COMMIT")
 
     # -- LLM calls -----------------------------------------------------------------------
     def record_llm_call(
@@ -284,10 +613,12 @@ class LineageStore:
         artifact: str | None,
         error: str | None = None,
         wait_s: float = 0.0,
+        cached_tokens: int = 0,
     ) -> None:
         self._exec(
             "INSERT INTO llm_calls (partition_key, run_id, role, model, attempt, status, error, prompt_tokens, "
-            "completion_tokens, latency_ms, artifact, wait_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "completion_tokens, latency_ms, artifact, wait_s, cached_tokens) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 partition_key,
                 run_id,
@@ -301,8 +632,20 @@ class LineageStore:
                 latency_ms,
                 artifact,
                 wait_s,
+                cached_tokens,
             ],
         )
+
+    def model_answers(self, partition_key: str, exclude_model: str) -> dict[str, int]:
+        """This research's ``llm_calls`` rows from any model but ``exclude_model`` (the offline
+        engine's label): ``asked`` (every row) and ``accepted`` (``ok``, or replayed from the
+        response cache)."""
+        rows = self.query(
+            "SELECT count(*) AS asked, count(*) FILTER (WHERE status IN ('ok', 'cached')) AS accepted "
+            "FROM llm_calls WHERE partition_key = ? AND model <> ?",
+            [partition_key, exclude_model],
+        )
+        return {"asked": int(rows[0]["asked"]), "accepted": int(rows[0]["accepted"])}
 
     def role_outcomes(self, partition_key: str, run_ids: list[str], role: str, limit: int = 50) -> list[dict[str, Any]]:
         """A role's outcomes in the given runs, newest first: accepted answers (``ok``) and uses of
@@ -356,7 +699,8 @@ class LineageStore:
             conn.execute("DELETE FROM critic_rounds WHERE partition_key = ?", [partition_key])
             if not rounds:
                 return
-            conn.executemany(
+            _insert_rows(
+                conn,
                 "INSERT INTO critic_rounds (partition_key, round, sufficiency, decision, fallback, verdict) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 [
@@ -387,7 +731,8 @@ class LineageStore:
             for dim, cap in snapshot["limits"].items()
         ]
         with self._connect() as conn:
-            conn.executemany(
+            _insert_rows(
+                conn,
                 "INSERT INTO budget_ledger (partition_key, run_id, stage, dimension, cap, spent, fraction, events) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
@@ -408,7 +753,8 @@ class LineageStore:
             conn.execute(f"DELETE FROM {table} WHERE partition_key = ?", [partition_key])
             if rows:
                 marks = ", ".join("?" for _ in range(len(columns) + 1))
-                conn.executemany(
+                _insert_rows(
+                    conn,
                     f"INSERT INTO {table} (partition_key, {', '.join(columns)}) VALUES ({marks})",
                     [[partition_key, *r] for r in rows],
                 )

@@ -129,6 +129,18 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "tool_cache table, tool_calls.cached", TOOL_CACHE_SQL),
     Migration(4, "critic_rounds, budget_ledger, source_scores, citations", DEPTH_SQL),
     Migration(5, "model_prices", PRICES_SQL, _seed_prices),
+    # Prompt tokens the provider served from its prompt cache (0 when it does not say).
+    Migration(
+        6, "llm_calls.cached_tokens", "ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS cached_tokens INTEGER DEFAULT 0;"
+    ),
+    # The across-research part of `deepresearch metrics`, kept under a fingerprint of the rows it
+    # aggregates (core/store/audit.py: _summary) so an unchanged database is not re-aggregated.
+    Migration(
+        7,
+        "audit_cache",
+        "CREATE TABLE IF NOT EXISTS audit_cache (name VARCHAR PRIMARY KEY, fingerprint VARCHAR NOT NULL, "
+        "payload JSON NOT NULL, computed_at TIMESTAMP DEFAULT current_timestamp);",
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from types import ModuleType
 from typing import Any
 
 import httpcore
@@ -59,32 +60,37 @@ def _cap(timeout: float | None, error: type[Exception]) -> float | None:
     return left if timeout is None else min(timeout, left)
 
 
-class _DeadlineStream(httpcore.NetworkStream):
-    def __init__(self, stream: httpcore.NetworkStream) -> None:
+class _DeadlineStream:
+    """A network stream whose every operation is capped by the deadline. Duck-typed so it wraps
+    both httpcore's streams (httpx: web tools) and httpcore2's (httpx2: the openai client)."""
+
+    def __init__(self, stream: Any, core: ModuleType) -> None:
         self._stream = stream
+        self._core = core
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._stream.read(max_bytes, _cap(timeout, httpcore.ReadTimeout))
+        return self._stream.read(max_bytes, _cap(timeout, self._core.ReadTimeout))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._stream.write(buffer, _cap(timeout, httpcore.WriteTimeout))
+        self._stream.write(buffer, _cap(timeout, self._core.WriteTimeout))
 
     def close(self) -> None:
         self._stream.close()
 
     def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:
-        inner = self._stream.start_tls(ssl_context, server_hostname, _cap(timeout, httpcore.ConnectTimeout))
-        return _DeadlineStream(inner)
+        inner = self._stream.start_tls(ssl_context, server_hostname, _cap(timeout, self._core.ConnectTimeout))
+        return _DeadlineStream(inner, self._core)
 
     def get_extra_info(self, info: str) -> Any:
         return self._stream.get_extra_info(info)
 
 
-class DeadlineBackend(httpcore.NetworkBackend):
-    """httpcore's sync backend with every socket operation capped by the current deadline."""
+class DeadlineBackend:
+    """A sync network backend with every socket operation capped by the current deadline."""
 
-    def __init__(self, backend: httpcore.NetworkBackend | None = None) -> None:
-        self._backend = backend or httpcore.SyncBackend()
+    def __init__(self, backend: Any = None, core: ModuleType = httpcore) -> None:
+        self._backend = backend or core.SyncBackend()
+        self._core = core
 
     def connect_tcp(
         self,
@@ -93,30 +99,39 @@ class DeadlineBackend(httpcore.NetworkBackend):
         timeout: float | None = None,
         local_address: str | None = None,
         socket_options: Any = None,
-    ) -> httpcore.NetworkStream:
+    ) -> Any:
         stream = self._backend.connect_tcp(
-            host, port, _cap(timeout, httpcore.ConnectTimeout), local_address, socket_options
+            host, port, _cap(timeout, self._core.ConnectTimeout), local_address, socket_options
         )
-        return _DeadlineStream(stream)
+        return _DeadlineStream(stream, self._core)
 
-    def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Any = None
-    ) -> httpcore.NetworkStream:
-        stream = self._backend.connect_unix_socket(path, _cap(timeout, httpcore.ConnectTimeout), socket_options)
-        return _DeadlineStream(stream)
+    def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> Any:
+        stream = self._backend.connect_unix_socket(path, _cap(timeout, self._core.ConnectTimeout), socket_options)
+        return _DeadlineStream(stream, self._core)
 
     def sleep(self, seconds: float) -> None:
         left = remaining()
         self._backend.sleep(seconds if left is None else max(0.0, min(seconds, left)))
 
 
-def deadline_transport(**kwargs: Any) -> httpx.HTTPTransport:
-    """An ``httpx.HTTPTransport`` (same arguments) whose socket operations honour :func:`deadline`."""
-    transport = httpx.HTTPTransport(**kwargs)
+def _with_deadlines(transport: Any, core: ModuleType) -> Any:
     pool = getattr(transport, "_pool", None)
     if pool is not None and hasattr(pool, "_network_backend"):
-        pool._network_backend = DeadlineBackend(pool._network_backend)
+        pool._network_backend = DeadlineBackend(pool._network_backend, core)
     return transport
+
+
+def deadline_transport(**kwargs: Any) -> httpx.HTTPTransport:
+    """An ``httpx.HTTPTransport`` (same arguments) whose socket operations honour :func:`deadline`."""
+    return _with_deadlines(httpx.HTTPTransport(**kwargs), httpcore)
+
+
+def deadline_transport2(**kwargs: Any) -> Any:
+    """The same for ``httpx2`` (the openai SDK's HTTP stack since openai 3)."""
+    import httpcore2
+    import httpx2
+
+    return _with_deadlines(httpx2.HTTPTransport(**kwargs), httpcore2)
 
 
 def deadline_client(**kwargs: Any) -> httpx.Client:

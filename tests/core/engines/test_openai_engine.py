@@ -285,3 +285,30 @@ def test_normalized_conversations_never_repeat_a_role():
             assert not fold or all(m["role"] != "system" for m in sent)
             text = "\n".join(m["content"] for m in sent)
             assert all(m["content"] in text for m in messages)  # nothing lost
+
+
+def test_schemas_sent_leave_out_string_limits_llama_cpp_cannot_compile():
+    from deepresearch_dagster.core.llm.openai_engine import MAX_SENT_LENGTH, grammar_safe_schema
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "summary": {"type": "string", "maxLength": 3000, "minLength": 10},
+            "title": {"type": "string", "maxLength": 120},
+            "items": {"type": "array", "items": {"type": "string", "maxLength": 20000}, "maxItems": 10},
+        },
+    }
+    sent = grammar_safe_schema(schema)
+    assert "maxLength" not in sent["properties"]["summary"] and sent["properties"]["summary"]["minLength"] == 10
+    assert sent["properties"]["title"]["maxLength"] == 120 <= MAX_SENT_LENGTH
+    assert "maxLength" not in sent["properties"]["items"]["items"] and sent["properties"]["items"]["maxItems"] == 10
+    assert schema["properties"]["summary"]["maxLength"] == 3000  # the contract's own schema is untouched
+
+
+def test_a_generation_loop_is_recognised():
+    from deepresearch_dagster.core.llm.openai_engine import repeats_itself
+
+    loop = "Heat islands form in cities. " + "The United States is a hot country because of the heat. " * 12
+    assert repeats_itself(loop)
+    prose = " ".join(f"Sentence {i} says something different about urban heat." for i in range(12))
+    assert not repeats_itself(prose) and not repeats_itself("Short. Short. Short.")

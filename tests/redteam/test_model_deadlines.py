@@ -1,0 +1,83 @@
+"""Model calls are bounded in wall time (issue 15): a trickling or hung model server is cut at the
+call's total deadline, retried once with twice the time, then counted as unresponsive; a server
+that refuses connections is latched the same way; the research's wall budget interrupts a call in
+flight, and the research still ends with a report written from what exists."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from deepresearch_dagster.core.config import ResearchSettings
+from deepresearch_dagster.core.errors import EngineError
+from deepresearch_dagster.core.llm.openai_engine import OpenAIEngine, RetryPolicy
+from deepresearch_dagster.core.pipeline import run_research
+
+from .servers import TricklingServer
+
+MODELS = dict.fromkeys(("planner", "researcher", "compressor", "critic", "reporter"), "m")
+ASK = [{"role": "user", "content": "Plan a research on urban heat islands."}]
+
+
+@pytest.mark.parametrize("mode", ["body", "hang"])
+def test_a_trickling_or_hung_model_server_is_cut_and_then_not_asked_again(mode, record):
+    with TricklingServer(mode, interval=0.2, content_type="application/json") as server:
+        engine = OpenAIEngine(MODELS, base_url=server.base_url + "/v1", timeout=1.0)
+        started = time.monotonic()
+        with pytest.raises(EngineError) as first:
+            engine.complete("planner", ASK, {})
+        cut = time.monotonic() - started
+        started = time.monotonic()
+        with pytest.raises(EngineError) as second:
+            engine.complete("critic", ASK, {})
+        again = time.monotonic() - started
+    ok = cut < 10 and "gave no answer within 2 s (2 time(s))" in str(first.value) and again < 0.5
+    ok = ok and "stopped answering" in str(second.value) and not first.value.retryable
+    record(
+        f"model server {mode} (1 s timeout)",
+        "cut at 1 s, once more at 2 s; next call not sent",
+        f"{cut:.1f} s: {str(first.value)[:60]}; next {again:.2f} s",
+        ok,
+    )
+    assert ok, (cut, again, str(first.value), str(second.value))
+
+
+def test_the_wall_budget_interrupts_a_model_call_in_flight(isolated_env, record):
+    with TricklingServer("hang") as server:
+        settings = ResearchSettings(
+            engine="openai",
+            openai_base_url=server.base_url + "/v1",
+            llm_timeout_s=300.0,
+            budget_wall_s=4.0,
+            artifacts_dir=str(isolated_env / "artifacts"),
+        )
+        started = time.monotonic()
+        _, report = run_research("How do urban heat islands form?", settings)
+        took = time.monotonic() - started
+    ok = took < 30 and report.markdown.strip() and not report.complete
+    record(
+        "hung model server, --budget-seconds 4, 300 s call timeout",
+        "research ends soon after 4 s with a report",
+        f"{took:.1f} s, stop: {report.stop_reason}",
+        ok,
+    )
+    assert ok, (took, report.stop_reason)
+
+
+def test_a_dead_model_server_is_latched_after_its_retries(record):
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on: connection refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    fast = RetryPolicy(base_s=0.01, max_s=0.01)
+    engine = OpenAIEngine(MODELS, base_url=f"http://127.0.0.1:{port}/v1", timeout=1.0, retry=fast)
+    with pytest.raises(EngineError):
+        engine.complete("planner", ASK, {})
+    started = time.monotonic()
+    with pytest.raises(EngineError, match="stopped answering"):
+        engine.complete("reporter", ASK, {})
+    again = time.monotonic() - started
+    record("model server refusing connections", "latched after its retries", f"next call {again:.2f} s", again < 0.5)
+    assert again < 0.5
