@@ -1,0 +1,65 @@
+"""A research killed with SIGKILL at any stage resumes without asking the model again what it had
+already answered, and writes the same report as a run that was never killed (issue 15)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+QUESTION = "How do sodium-ion batteries work and what do they cost?"
+
+
+def _command(corpus: Path) -> list[str]:
+    return [sys.executable, "-m", "deepresearch_dagster.cli", "run", QUESTION, "--engine", "openai", "--quiet",
+            "--corpus", str(corpus), "--json"]  # fmt: skip
+
+
+def _env(root: Path) -> dict[str, str]:
+    return {**os.environ, "DEEPRESEARCH_ARTIFACTS_DIR": str(root / "artifacts"), "PYTHONUNBUFFERED": "1"}
+
+
+def _run(corpus: Path, root: Path) -> dict:
+    proc = subprocess.run(_command(corpus), env=_env(root), capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def _fingerprints(requests: list[dict]) -> list[str]:
+    return [json.dumps(r.get("messages"), sort_keys=True) for r in requests]
+
+
+def test_a_killed_research_resumes_with_no_repeated_model_call_and_the_same_report(
+    fake_openai, corpus_dir, isolated_env
+):
+    reference = _run(corpus_dir, isolated_env / "reference")
+    total = len(fake_openai.requests)
+    expected = Path(reference["report_md"]).read_bytes()
+    assert total >= 8
+
+    # Kill early (planning/researching) and late (while the report is written).
+    for kill_after in (3, total - 2):
+        root = isolated_env / f"killed_after_{kill_after}"
+        before = len(fake_openai.requests)
+        proc = subprocess.Popen(_command(corpus_dir), env=_env(root), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)  # fmt: skip
+        deadline = time.monotonic() + 180
+        while len(fake_openai.requests) - before < kill_after and proc.poll() is None:
+            assert time.monotonic() < deadline, "the research never reached the kill point"
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        asked = _fingerprints(fake_openai.requests[before:])
+        assert 0 < len(asked) < total, "killed before the first or after the last model request"
+
+        resumed = _run(corpus_dir, root)
+        again = _fingerprints(fake_openai.requests[before + len(asked) :])
+        repeated = [fp for fp in again if fp in asked]
+        # At most the request in flight at the kill (sent, never answered) is sent again.
+        assert len(repeated) <= 1, f"{len(repeated)} model requests repeated after a kill at {kill_after}"
+        assert len(asked) + len(again) <= total + 1
+        assert Path(resumed["report_md"]).read_bytes() == expected
