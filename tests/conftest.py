@@ -97,6 +97,17 @@ def make_context(tmp_path: Path, corpus_dir: Path):
 
 
 @pytest.fixture(autouse=True)
+def _fresh_server_knowledge() -> None:
+    """What the OpenAI engine learned about servers is process-wide (one research process); a
+    test is one such process, so it starts knowing nothing (several tests use the same refused
+    port, which an earlier test would otherwise have marked unresponsive)."""
+    from deepresearch_dagster.core.llm import openai_engine
+
+    with openai_engine._REGISTRY_LOCK:
+        openai_engine._REGISTRY.clear()
+
+
+@pytest.fixture(autouse=True)
 def _no_leaked_dagster_instance() -> Iterator[None]:
     """A sensor/schedule context built with an ``instance_ref`` (as the daemon builds them) enters
     an instance it only exits when used as a context manager, leaving Dagster's current
