@@ -24,6 +24,7 @@ from .roles.reporter import write_report
 from .roles.researcher import execute_plan
 from .store.artifacts import ArtifactStore
 from .store.lineage import LineageStore
+from .store.partition_lock import partition_lock
 
 # Stage outputs as files in the partition folder; the Dagster IO manager uses the same names.
 STAGE_FILES: dict[str, tuple[str, type[BaseModel]]] = {
@@ -222,16 +223,19 @@ def run_research(
     with lineage.session():
         key = register(lineage, question, options, partition_key=partition_key)
         ctx = open_context(key, settings, lineage, log=log)
-    with lineage.session():
-        plan = plan_stage(ctx)
-    save_stage(ctx.store, "research_plan", plan)
-    with lineage.session():
-        outputs = research_stage(ctx, plan)
-    save_stage(ctx.store, "tool_outputs", outputs)
-    with lineage.session():
-        bundle = compression_stage(ctx, plan, outputs)
-    save_stage(ctx.store, "compressed_summaries", bundle)
-    with lineage.session():
-        report = report_stage(ctx, plan, bundle, outputs)
-    save_stage(ctx.store, "research_report", report)
+    # One run per partition (the Dagster assets take the same lock per stage).
+    with partition_lock(ctx.store.partition_dir, key, ctx.run_id):
+        ctx.store.remove_stale_temps()
+        with lineage.session():
+            plan = plan_stage(ctx)
+        save_stage(ctx.store, "research_plan", plan)
+        with lineage.session():
+            outputs = research_stage(ctx, plan)
+        save_stage(ctx.store, "tool_outputs", outputs)
+        with lineage.session():
+            bundle = compression_stage(ctx, plan, outputs)
+        save_stage(ctx.store, "compressed_summaries", bundle)
+        with lineage.session():
+            report = report_stage(ctx, plan, bundle, outputs)
+        save_stage(ctx.store, "research_report", report)
     return ctx, report
