@@ -26,6 +26,7 @@ def _env(root: Path) -> dict[str, str]:
 def _run(corpus: Path, root: Path) -> dict:
     proc = subprocess.run(_command(corpus), env=_env(root), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "leaked" not in proc.stderr, proc.stderr[-3000:]  # DuckDB's exit-time noise stays away
     return json.loads(proc.stdout)
 
 

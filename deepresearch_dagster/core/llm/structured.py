@@ -33,14 +33,16 @@ _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 
 
 def parse_json_object(text: str) -> Any:
+    # strict=False: small models write raw newlines and tabs inside JSON strings (seen from a
+    # real llama.cpp server); they are plain text, so accept them rather than ask again.
     text = _FENCE.sub("", text.strip())
     try:
-        return json.loads(text)
+        return json.loads(text, strict=False)
     except json.JSONDecodeError:
         start, end = text.find("{"), text.rfind("}")
         if start == -1 or end <= start:
             raise
-        return json.loads(text[start : end + 1])
+        return json.loads(text[start : end + 1], strict=False)
 
 
 def _error_text(exc: Exception) -> str:

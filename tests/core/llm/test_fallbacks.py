@@ -169,3 +169,11 @@ def test_rejected_credentials_are_never_absorbed_by_a_fallback(fake_openai, make
     with pytest.raises(CredentialsError, match="OPENAI_API_KEY"):
         compress(ctx, STEP, *_record(ctx, 1), "text")
     assert [r["status"] for r in _rows(ctx, "compressor")] == ["error"]  # no fallback row
+
+
+def test_raw_newlines_inside_json_strings_are_accepted():
+    from deepresearch_dagster.core.llm.structured import parse_json_object
+
+    # As a small model on a real llama.cpp server wrote it: a literal newline inside the string.
+    assert parse_json_object('{"markdown": "First line.\nSecond line."}') == {"markdown": "First line.\nSecond line."}
+    assert parse_json_object('Sure!\n```json\n{"a": "x\ty"}\n```') == {"a": "x\ty"}
