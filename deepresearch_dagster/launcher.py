@@ -113,6 +113,10 @@ def failure_reasons(events: list[Any]) -> list[str]:
         elif data.error and data.error.cls_name == "DagsterExecutionInterruptedError":
             # Dagster raised the interrupt itself at a step boundary.
             reasons.append(f"{event.step_key} failed: {ResearchInterrupted.MESSAGE}")
+        elif data.error and data.error.message.startswith("Exceeded max_retries") and data.error.cause:
+            # Retries ran out: say what each attempt met, not only that they ran out.
+            cause = data.error.cause.message.strip().splitlines()[0]
+            reasons.append(f"{cause} ({data.error.message.strip().replace('Exceeded', 'after')})")
         elif data.error:
             reasons.append(data.error.message.strip())
     return reasons

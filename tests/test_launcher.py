@@ -76,3 +76,18 @@ def test_a_broken_recurring_file_does_not_stop_a_research(isolated_env: Path, mo
         ]
     )
     assert code == 0, capsys.readouterr().err
+
+
+def test_exhausted_retries_report_what_each_attempt_met():
+    from types import SimpleNamespace
+
+    from deepresearch_dagster.launcher import failure_reasons
+
+    cause = SimpleNamespace(message="ConnectionError: the lineage file stayed locked\n", cause=None)
+    error = SimpleNamespace(message="Exceeded max_retries of 2\n", cause=cause, cls_name="RetryRequested")
+    event = SimpleNamespace(
+        is_step_failure=True,
+        step_key="research_plan",
+        step_failure_data=SimpleNamespace(user_failure_data=None, error=error),
+    )
+    assert failure_reasons([event]) == ["ConnectionError: the lineage file stayed locked (after max_retries of 2)"]
