@@ -132,6 +132,8 @@ SLOW_FIRST = (
     "test_web_e2e.py",
     "test_dagster_e2e.py",
     "test_openai_e2e.py",
+    "test_kill_resume.py",
+    "test_same_partition.py",
     "test_paths_agree.py",
     "test_sensors_schedules.py",
     "test_cli.py",
