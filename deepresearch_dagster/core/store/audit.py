@@ -30,7 +30,7 @@ from pydantic import BaseModel
 from ..errors import UnknownResearch
 from ..llm.pricing import Price
 from .artifacts import ArtifactStore
-from .schema import AUDIT_VIEWS, VIEWS_SQL
+from .schema import AUDIT_VIEWS, VIEWS_SQL, research_metrics_select
 
 if TYPE_CHECKING:
     from .lineage import LineageStore
@@ -289,40 +289,13 @@ def research_page(lineage: LineageStore, limit: int | None = 50, offset: int = 0
 
 
 def _research_metrics_of(lineage: LineageStore, keys: list[str]) -> list[dict[str, Any]]:
-    """The ``research_metrics`` rows of ``keys`` (same columns and formulas: the per-research views
-    it is built from, filtered by an IN list so only those researches' rows are read), newest first."""
+    """The ``research_metrics`` rows of ``keys``, newest first: the view's own query, restricted
+    inside each aggregate so only those researches' rows are read."""
     if not keys:
         return []
     among, params = _in(keys)
-    return lineage.query(
-        f"""
-        WITH calls AS (
-            SELECT partition_key, tool_calls, useful, raw_tokens, injected_tokens, reduction_pct
-            FROM context_reduction_by_research WHERE partition_key {among}),
-        failures AS (
-            SELECT partition_key, count(*) AS tool_failures FROM tool_call_failures
-            WHERE partition_key {among} GROUP BY partition_key),
-        llm AS (
-            SELECT partition_key, sum(calls) AS llm_calls, sum(failed_attempts) AS llm_failed_attempts,
-                   sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
-                   sum(cost_usd) AS cost_usd, count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_models
-            FROM llm_usage_by_research WHERE partition_key {among} GROUP BY partition_key)
-        SELECT r.partition_key, r.created_at,
-               coalesce(c.tool_calls, 0) AS tool_calls, coalesce(f.tool_failures, 0) AS tool_failures,
-               coalesce(c.useful, 0) AS useful, coalesce(c.raw_tokens, 0) AS raw_tokens,
-               coalesce(c.injected_tokens, 0) AS injected_tokens, c.reduction_pct,
-               coalesce(l.llm_calls, 0) AS llm_calls, coalesce(l.llm_failed_attempts, 0) AS llm_failed_attempts,
-               coalesce(l.prompt_tokens, 0) AS prompt_tokens, coalesce(l.completion_tokens, 0) AS completion_tokens,
-               round(l.cost_usd, 6) AS cost_usd, coalesce(l.unpriced_models, 0) AS unpriced_models
-        FROM research_requests r
-        LEFT JOIN calls c ON c.partition_key = r.partition_key
-        LEFT JOIN failures f ON f.partition_key = r.partition_key
-        LEFT JOIN llm l ON l.partition_key = r.partition_key
-        WHERE r.partition_key {among}
-        ORDER BY r.created_at DESC, r.partition_key DESC
-        """,
-        params * 4,
-    )
+    query = research_metrics_select(among) + "\n    ORDER BY r.created_at DESC, r.partition_key DESC"
+    return lineage.query(query, params * 3)
 
 
 # -- the across-research summary, cached under a fingerprint of its inputs ---------------------

@@ -151,7 +151,42 @@ CREATE TABLE IF NOT EXISTS schema_version (
 
 # -- macro and views (recreated on every open, after the migrations) ---------------------------
 
-VIEWS_SQL = """
+
+def research_metrics_select(among: str = "") -> str:
+    """The query behind the ``research_metrics`` view. ``among`` (``IN (?, …)``) restricts it to
+    some researches inside each aggregate, so a page of rows reads only those researches' rows
+    (core/store/audit.py; its parameters go three times, once per restriction)."""
+    where = f"WHERE partition_key {among}" if among else ""
+    final_where = f"WHERE r.partition_key {among}" if among else ""
+    return f"""
+    WITH calls AS (
+        SELECT partition_key, count(*) AS tool_calls,
+               count(*) FILTER (WHERE status = 'error') AS tool_failures,
+               count(*) FILTER (WHERE is_useful) AS useful,
+               coalesce(sum(raw_tokens), 0) AS raw_tokens,
+               coalesce(sum(injected_tokens), 0) AS injected_tokens,
+               reduction_pct(sum(injected_tokens), sum(raw_tokens)) AS reduction_pct
+        FROM tool_calls {where} GROUP BY partition_key),
+    llm AS (
+        SELECT partition_key, sum(calls) AS llm_calls, sum(failed_attempts) AS llm_failed_attempts,
+               sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
+               sum(cost_usd) AS cost_usd, count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_models
+        FROM llm_usage_by_research {where} GROUP BY partition_key)
+    SELECT r.partition_key, r.created_at,
+           coalesce(c.tool_calls, 0) AS tool_calls, coalesce(c.tool_failures, 0) AS tool_failures,
+           coalesce(c.useful, 0) AS useful, coalesce(c.raw_tokens, 0) AS raw_tokens,
+           coalesce(c.injected_tokens, 0) AS injected_tokens, c.reduction_pct,
+           coalesce(l.llm_calls, 0) AS llm_calls, coalesce(l.llm_failed_attempts, 0) AS llm_failed_attempts,
+           coalesce(l.prompt_tokens, 0) AS prompt_tokens, coalesce(l.completion_tokens, 0) AS completion_tokens,
+           round(l.cost_usd, 6) AS cost_usd, coalesce(l.unpriced_models, 0) AS unpriced_models
+    FROM research_requests r
+    LEFT JOIN calls c ON c.partition_key = r.partition_key
+    LEFT JOIN llm l ON l.partition_key = r.partition_key
+    {final_where}"""
+
+
+VIEWS_SQL = (
+    """
 -- The one definition of context reduction: the share of raw tool-output tokens that did not
 -- enter the model's context. NULL when nothing raw was recorded.
 CREATE OR REPLACE MACRO reduction_pct(injected, raw) AS
@@ -275,29 +310,9 @@ CREATE OR REPLACE VIEW step_audit AS
 
 -- One row per research: requests joined to pre-aggregated tool and LLM figures.
 CREATE OR REPLACE VIEW research_metrics AS
-    WITH calls AS (
-        SELECT partition_key, count(*) AS tool_calls,
-               count(*) FILTER (WHERE status = 'error') AS tool_failures,
-               count(*) FILTER (WHERE is_useful) AS useful,
-               coalesce(sum(raw_tokens), 0) AS raw_tokens,
-               coalesce(sum(injected_tokens), 0) AS injected_tokens,
-               reduction_pct(sum(injected_tokens), sum(raw_tokens)) AS reduction_pct
-        FROM tool_calls GROUP BY partition_key),
-    llm AS (
-        SELECT partition_key, sum(calls) AS llm_calls, sum(failed_attempts) AS llm_failed_attempts,
-               sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
-               sum(cost_usd) AS cost_usd, count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_models
-        FROM llm_usage_by_research GROUP BY partition_key)
-    SELECT r.partition_key, r.created_at,
-           coalesce(c.tool_calls, 0) AS tool_calls, coalesce(c.tool_failures, 0) AS tool_failures,
-           coalesce(c.useful, 0) AS useful, coalesce(c.raw_tokens, 0) AS raw_tokens,
-           coalesce(c.injected_tokens, 0) AS injected_tokens, c.reduction_pct,
-           coalesce(l.llm_calls, 0) AS llm_calls, coalesce(l.llm_failed_attempts, 0) AS llm_failed_attempts,
-           coalesce(l.prompt_tokens, 0) AS prompt_tokens, coalesce(l.completion_tokens, 0) AS completion_tokens,
-           round(l.cost_usd, 6) AS cost_usd, coalesce(l.unpriced_models, 0) AS unpriced_models
-    FROM research_requests r
-    LEFT JOIN calls c ON c.partition_key = r.partition_key
-    LEFT JOIN llm l ON l.partition_key = r.partition_key;
+"""
+    + research_metrics_select()
+    + """;
 
 -- Totals across every research (what `deepresearch metrics` prints first).
 CREATE OR REPLACE VIEW research_totals AS
@@ -312,6 +327,7 @@ CREATE OR REPLACE VIEW research_totals AS
            round(sum(cost_usd), 6) AS cost_usd
     FROM research_metrics;
 """
+)
 
 AUDIT_VIEWS = (
     "llm_usage_by_research",
