@@ -373,17 +373,22 @@ def _norm(text: str) -> str:
     return " ".join(text.split()).lower()
 
 
-def trial(case: Case, article: Article, fraction: float, form: str, tool: str = "fetch_url") -> dict[str, Any]:
-    raw = bury(article, case.passage, fraction, form)
-    payload = {
+def compressor_payload(case: Case, tool: str, raw: str, kind: str, source_title: str | None) -> dict[str, Any]:
+    """What the compressor role hands the extractive compressor for one tool call of the case's step."""
+    return {
         "plan_title": case.plan_title,
         "step_title": case.step_title,
         "step_description": case.step_description,
         "tool_name": tool,
         "raw": raw,
-        "kind": "text",
-        "source_title": article.title,
+        "kind": kind,
+        "source_title": source_title,
     }
+
+
+def trial(case: Case, article: Article, fraction: float, form: str, tool: str = "fetch_url") -> dict[str, Any]:
+    raw = bury(article, case.passage, fraction, form)
+    payload = compressor_payload(case, tool, raw, "text", article.title)
     result = compress_extractively(payload)
     valid = True
     try:
@@ -445,15 +450,7 @@ def listing_trials(split: str, articles: list[Article]) -> list[dict[str, Any]]:
             }
             for tool, data in (("web_search", web), ("local_search", local)):
                 raw = json.dumps(data, ensure_ascii=False, indent=2)
-                payload = {
-                    "plan_title": case.plan_title,
-                    "step_title": case.step_title,
-                    "step_description": case.step_description,
-                    "tool_name": tool,
-                    "raw": raw,
-                    "kind": "json",
-                    "source_title": None,
-                }
+                payload = compressor_payload(case, tool, raw, "json", None)
                 result = compress_extractively(payload)
                 CompressionResult.model_validate(result)
                 inj = injected_tokens(result, artifact_filename(case.plan_title, 2, case.step_title, tool, "json"))
