@@ -141,6 +141,9 @@ def resume_budget(ctx: ResearchContext) -> None:
 
 
 def plan_stage(ctx: ResearchContext) -> ResearchPlan:
+    # A run starts here, holding the partition's run lock (nobody else writes in the partition):
+    # the temp files a killed writer left can go.
+    ctx.store.remove_stale_temps()
     ctx.log("planning")
     plan = make_plan(ctx)
     ctx.lineage.record_plan(ctx.partition_key, ctx.run_id, plan, plan_folder(plan.plan_title))
@@ -225,7 +228,6 @@ def run_research(
         ctx = open_context(key, settings, lineage, log=log)
     # One run per partition (the Dagster assets take the same lock per stage).
     with partition_lock(ctx.store.partition_dir, key, ctx.run_id):
-        ctx.store.remove_stale_temps()
         with lineage.session():
             plan = plan_stage(ctx)
         save_stage(ctx.store, "research_plan", plan)

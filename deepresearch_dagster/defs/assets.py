@@ -127,7 +127,6 @@ def _stage(ctx: ResearchContext, stage: str) -> Iterator[None]:
     clear Dagster failure."""
     try:
         with partition_lock(ctx.store.partition_dir, ctx.partition_key, ctx.run_id):
-            ctx.store.remove_stale_temps()  # what a killed writer left; nobody else writes here now
             ctx.lineage.run_started(ctx.run_id, ctx.partition_key, stage)
             with _recorded(ctx, stage):
                 yield
