@@ -105,6 +105,7 @@ def _fresh_server_knowledge() -> None:
 
     with openai_engine._REGISTRY_LOCK:
         openai_engine._REGISTRY.clear()
+        openai_engine._PROGRESS.clear()
 
 
 @pytest.fixture(autouse=True)

@@ -182,6 +182,10 @@ class ResearchSettings(BaseModel):
     response_format: Literal["json_schema", "json_object_schema", "json_object", "none"] = "json_schema"
     # Client timeout = llm_timeout_s + max_tokens / llm_tokens_per_s (the assumed generation speed).
     llm_tokens_per_s: float = Field(default=20.0, gt=0.0)
+    # Answers are streamed: a server silent for llm_idle_timeout_s (+ the prompt's reading time,
+    # core/llm/openai_engine.PROMPT_TOKENS_PER_S) is cut long before the whole answer's deadline.
+    llm_stream: bool = True
+    llm_idle_timeout_s: float = Field(default=30.0, gt=0.0)
     # "raw" injects whole tool outputs instead of summaries: the baseline for benchmarks only.
     context_mode: Literal["compressed", "raw"] = "compressed"
     # Role -> replacement prompt file (replays: recompress with another prompt version).
@@ -261,6 +265,8 @@ ENV_VARS = {
     "llm_backoff_max_s": "DEEPRESEARCH_LLM_BACKOFF_MAX",
     "response_format": "DEEPRESEARCH_RESPONSE_FORMAT",
     "llm_tokens_per_s": "DEEPRESEARCH_LLM_TOKENS_PER_S",
+    "llm_stream": "DEEPRESEARCH_LLM_STREAM",
+    "llm_idle_timeout_s": "DEEPRESEARCH_LLM_IDLE_TIMEOUT",
     "max_steps": "DEEPRESEARCH_MAX_STEPS",
     "max_tool_calls_per_step": "DEEPRESEARCH_MAX_TOOL_CALLS_PER_STEP",
     "max_sources_per_step": "DEEPRESEARCH_MAX_SOURCES_PER_STEP",

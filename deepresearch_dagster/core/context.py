@@ -33,6 +33,8 @@ _ENGINE_FIELDS = {
     "llm_backoff_max_s",
     "response_format",
     "llm_tokens_per_s",
+    "llm_stream",
+    "llm_idle_timeout_s",
 }
 
 
@@ -63,6 +65,8 @@ def _openai_engine(config: str, api_key: str | None) -> Engine:
         retry=RetryPolicy(c["llm_max_attempts"], c["llm_backoff_base_s"], c["llm_backoff_max_s"]),
         response_format=c["response_format"],
         tokens_per_s=c["llm_tokens_per_s"],
+        stream=c["llm_stream"],
+        idle_timeout=c["llm_idle_timeout_s"],
     )
 
 

@@ -23,11 +23,20 @@ with ``modes=("llamacpp", "strict_alternation")``) reproduce what real servers d
   ``response_format`` schema (any value it allows); no tool calls;
 - ``slow_ignore_disconnect``: one generation slot; the first request takes ``first_s`` seconds
   ("model loading") and every generation runs to its end even after the client gave up
-  (counted in ``stats()["abandoned"]``).
+  (counted in ``stats()["abandoned"]``);
+- ``interrupt_streams``: like llama-cpp-python's default ``interrupt_requests``, a stream in
+  progress ends with ``data: [DONE]`` (no ``finish_reason``) as soon as another request arrives
+  (counted in ``stats()["interrupted"]``).
+
+A request with ``"stream": true`` is answered as server-sent events, like the real servers: a role
+delta, the content (and tool-call arguments) in pieces, a chunk with the ``finish_reason``, a usage
+chunk when ``stream_options.include_usage`` is set, then ``data: [DONE]``; ``stream_interval_s``
+paces the events. Errors are still answered as one JSON body with their status.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import random
@@ -62,7 +71,9 @@ MODES = (
     "weak_placeholder",
     "schema_random",
     "slow_ignore_disconnect",
+    "interrupt_streams",
 )
+STREAM_PIECE = 24  # characters of content per streamed delta
 LLAMACPP_JSON_SCHEMA_ERROR = (
     "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
     "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
@@ -349,6 +360,7 @@ class FakeOpenAIServer:
         seed: int = 0,
         truncate_need: int = 1200,
         first_s: float = 2.0,
+        stream_interval_s: float = 0.0,
     ) -> None:
         """``latency_s`` is added to every answer, like a model's response time (benchmarks)."""
         self.latency_s = latency_s
@@ -357,12 +369,14 @@ class FakeOpenAIServer:
         self.rng = random.Random(seed)
         self.truncate_need = truncate_need
         self.first_s = first_s
+        self.stream_interval_s = stream_interval_s
+        self.streaming: set[threading.Event] = set()  # interrupt_streams: one event per open stream
         self.requests: list[dict[str, Any]] = []
         self.rejections: list[tuple[int, str, str]] = []  # (status, role, message)
         self.counts: Counter[str] = Counter()
         self.scripts: dict[str, deque[Any]] = defaultdict(deque)
         self.lock = threading.Lock()
-        self.slot = threading.Lock()  # slow_ignore_disconnect: one generation at a time
+        self.slot = threading.RLock()  # slow_ignore_disconnect: one generation (and its stream) at a time
         handler = self._handler()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -438,7 +452,7 @@ class FakeOpenAIServer:
             return self._reject(role, 500, error, "internal_server_error")
         return None
 
-    def _respond(self, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+    def _respond(self, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes | list[bytes]]:
         role = role_of(body)
         if self.latency_s and "slow_ignore_disconnect" not in self.modes:
             time.sleep(self.latency_s)
@@ -458,7 +472,10 @@ class FakeOpenAIServer:
         if isinstance(scripted, dict) and "sleep" in scripted:
             time.sleep(scripted["sleep"])
             scripted = None
-        return 200, {}, json.dumps(self._answer(role, body, scripted)).encode()
+        answer = self._answer(role, body, scripted)
+        if body.get("stream"):
+            return 200, {"Content-Type": "text/event-stream"}, _events(answer, body)
+        return 200, {}, json.dumps(answer).encode()
 
     def _generated(self, role: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """What the weak / schema-driven models answer instead of the role's default."""
@@ -510,7 +527,9 @@ class FakeOpenAIServer:
             },
         }
 
-    def _generate(self, body: dict[str, Any], connection: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    def _generate(
+        self, body: dict[str, Any], connection: socket.socket
+    ) -> tuple[int, dict[str, str], bytes | list[bytes]]:
         """slow_ignore_disconnect: one slot; the generation runs to its end whatever the client does."""
         with self.slot:
             with self.lock:
@@ -532,14 +551,27 @@ class FakeOpenAIServer:
                     self.send_error(404)
                     return
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if "slow_ignore_disconnect" in server.modes:
-                    status, headers, payload = server._generate(body, self.connection)
-                else:
-                    status, headers, payload = server._respond(body)
+                if "interrupt_streams" in server.modes:
+                    with server.lock:
+                        for stream in server.streaming:
+                            stream.set()
+                one_slot = "slow_ignore_disconnect" in server.modes
+                with server.slot if one_slot else contextlib.nullcontext():
+                    if one_slot:
+                        status, headers, payload = server._generate(body, self.connection)
+                    else:
+                        status, headers, payload = server._respond(body)
+                    self._send(status, headers, payload)
+
+            def _send(self, status: int, headers: dict[str, str], payload: bytes | list[bytes]) -> None:
                 try:
                     self.send_response(status)
                     for name, value in {"Content-Type": "application/json", **headers}.items():
                         self.send_header(name, value)
+                    if isinstance(payload, list):  # a stream: HTTP/1.0, ends when the connection closes
+                        self.end_headers()
+                        server._stream(self.wfile, payload)
+                        return
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
                     self.wfile.write(payload)
@@ -550,6 +582,51 @@ class FakeOpenAIServer:
                 pass
 
         return Handler
+
+    def _stream(self, out: Any, events: list[bytes]) -> None:
+        cut = threading.Event()
+        with self.lock:
+            self.streaming.add(cut)
+        try:
+            for event in events:
+                if self.stream_interval_s:
+                    time.sleep(self.stream_interval_s)
+                if cut.is_set():
+                    with self.lock:
+                        self.counts["interrupted"] += 1
+                    out.write(b"data: [DONE]\n\n")
+                    return
+                out.write(event)
+                out.flush()
+        finally:
+            with self.lock:
+                self.streaming.discard(cut)
+
+
+def _events(answer: dict[str, Any], body: dict[str, Any]) -> list[bytes]:
+    """A whole chat.completion answer as the server-sent events a streaming server writes."""
+    choice = answer["choices"][0]
+    message = choice["message"]
+    base = {"id": answer["id"], "object": "chat.completion.chunk", "created": 0, "model": answer["model"]}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    content = message.get("content") or ""
+    chunks += [chunk({"content": content[i : i + STREAM_PIECE]}) for i in range(0, len(content), STREAM_PIECE)]
+    for i, call in enumerate(message.get("tool_calls") or []):
+        head = {**call, "index": i, "function": {"name": call["function"]["name"], "arguments": ""}}
+        chunks.append(chunk({"tool_calls": [head]}))
+        arguments = call["function"]["arguments"]
+        chunks += [
+            chunk({"tool_calls": [{"index": i, "function": {"arguments": arguments[j : j + STREAM_PIECE]}}]})
+            for j in range(0, len(arguments), STREAM_PIECE)
+        ]
+    chunks.append(chunk({}, choice["finish_reason"]))
+    if (body.get("stream_options") or {}).get("include_usage"):
+        chunks.append({**base, "choices": [], "usage": answer["usage"]})
+    return [f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"]
 
 
 def _disconnected(connection: socket.socket) -> bool:

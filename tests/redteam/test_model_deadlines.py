@@ -81,3 +81,26 @@ def test_a_dead_model_server_is_latched_after_its_retries(record):
     again = time.monotonic() - started
     record("model server refusing connections", "latched after its retries", f"next call {again:.2f} s", again < 0.5)
     assert again < 0.5
+
+
+def test_a_silent_model_server_is_known_within_the_idle_window_not_the_answer_deadline(record):
+    # Answers are streamed: a server that sends nothing is cut when its silence window ends (twice,
+    # then latched), long before the 300 s whole-answer deadline.
+    with TricklingServer("hang") as server:
+        engine = OpenAIEngine(MODELS, base_url=server.base_url + "/v1", timeout=300.0, idle_timeout=1.0)
+        started = time.monotonic()
+        with pytest.raises(EngineError) as first:
+            engine.complete("planner", ASK, {})
+        cut = time.monotonic() - started
+    long_prompt = [{"role": "user", "content": "word " * 2000}]  # about 2,000 tokens
+    window = OpenAIEngine(MODELS, base_url=server.base_url + "/v1").idle_window(long_prompt)
+    message = str(first.value)
+    ok = cut < 8 and "sent nothing for" in message and "DEEPRESEARCH_LLM_IDLE_TIMEOUT" in message
+    record(
+        "hung model server, 300 s answer deadline, 1 s idle timeout",
+        "cut after two silent windows, then latched",
+        f"{cut:.1f} s (defaults, 2,000-token prompt: 2 × {window:.0f} s)",
+        ok,
+    )
+    assert ok, (cut, message)
+    assert 40 <= window <= 60  # the default silence window stays "a minute or two" for two tries

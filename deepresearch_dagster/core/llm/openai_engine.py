@@ -60,13 +60,23 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
+from types import SimpleNamespace
 from typing import Any, Literal
 
 import openai
 
 from ..errors import CredentialsError
 from ..text import estimate_tokens
-from ..web.deadline import deadline, deadline_transport, deadline_transport2, expired, remaining
+from ..web.deadline import (
+    IdleWatch,
+    Progress,
+    deadline,
+    deadline_transport,
+    deadline_transport2,
+    expired,
+    idle,
+    remaining,
+)
 from .engine import Attempt, Completion, EngineError, ToolCallRequest
 
 _OVERFLOW_MARKERS = (
@@ -102,6 +112,11 @@ DEFAULT_TOKENS_PER_S = 20.0
 MAX_EXTRA_TIMEOUT_S = 600.0
 MAX_TIMEOUTS = 2  # per call; then the server counts as unresponsive for UNRESPONSIVE_FOR_S
 UNRESPONSIVE_FOR_S = 600.0
+# A streamed answer's silence limit grows with the prompt the server must read before its first
+# token: DEEPRESEARCH_LLM_IDLE_TIMEOUT + prompt tokens at this rate (a CPU llama.cpp reads a few
+# hundred per second; a slower setup raises the variable).
+PROMPT_TOKENS_PER_S = 100.0
+_STREAM_WORD = re.compile(r"\bstream(?:ing)?\b")
 
 
 @dataclass
@@ -123,13 +138,21 @@ class Capabilities:
     tools: bool = True
     system_role: bool = True
     learned: list[str] = field(default_factory=list)  # "what: server message", in order
-    # time.monotonic() until which the server counts as hung (it let a request time out and did
-    # not answer a probe): calls fail at once so roles use their fallbacks instead of waiting.
+    # time.monotonic() until which the server counts as hung (it let a request time out twice or
+    # refused every connection): calls fail at once so roles use their fallbacks instead of waiting.
     unresponsive_until: float = 0.0
+    stream: bool = True  # answers are streamed (a silent server is known within the idle window)
+    stream_usage: bool = True  # stream_options.include_usage is accepted
 
 
 _REGISTRY: dict[tuple[str, str, str], Capabilities] = {}
 _REGISTRY_LOCK = threading.Lock()
+_PROGRESS: dict[str, Progress] = {}  # base URL → when it last sent a byte to any call
+
+
+def progress_of(base_url: str) -> Progress:
+    with _REGISTRY_LOCK:
+        return _PROGRESS.setdefault(base_url, Progress())
 
 
 # llama.cpp turns a schema into a grammar with one rule per allowed character of a bounded string:
@@ -289,6 +312,8 @@ class OpenAIEngine:
         retry: RetryPolicy | None = None,
         response_format: Literal["json_schema", "json_object_schema", "json_object", "none"] = "json_schema",
         tokens_per_s: float | None = None,
+        stream: bool = True,
+        idle_timeout: float | None = 30.0,
     ) -> None:
         self.models = models
         # Local servers accept any key; the SDK insists on one being set.
@@ -304,6 +329,8 @@ class OpenAIEngine:
         self.base_url = str(self.client.base_url)
         self.timeout = timeout
         self.tokens_per_s = DEFAULT_TOKENS_PER_S if tokens_per_s is None else tokens_per_s
+        self.stream = stream
+        self.idle_timeout = idle_timeout
         self.temperature = temperature if isinstance(temperature, dict) else dict.fromkeys(models, temperature)
         self.max_tokens = max_tokens or {}
         self.retry = retry or RetryPolicy()
@@ -327,6 +354,14 @@ class OpenAIEngine:
         if not max_tokens or self.tokens_per_s <= 0:
             return self.timeout
         return self.timeout + min(MAX_EXTRA_TIMEOUT_S, max_tokens / self.tokens_per_s)
+
+    def idle_window(self, messages: list[dict[str, Any]]) -> float | None:
+        """How long a streamed answer may stay silent: the idle timeout plus the time the server
+        needs to read the prompt before its first token (see :data:`PROMPT_TOKENS_PER_S`)."""
+        if not self.idle_timeout:
+            return None
+        prompt = estimate_tokens("\n".join(_text(m.get("content")) for m in messages))
+        return self.idle_timeout + prompt / PROMPT_TOKENS_PER_S
 
     @staticmethod
     def _format(rung: str, json_schema: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -403,10 +438,23 @@ class OpenAIEngine:
                 kwargs["tools"] = send_tools
             elif (fmt := self._format(rung, json_schema)) is not None:
                 kwargs["response_format"] = fmt
+            streamed = self.stream and caps.stream
+            watch = None
+            if streamed:
+                # Streamed, so a server that went silent is known within the idle window instead of
+                # at the whole answer's deadline (a slow answer and a hung server look alike until then).
+                kwargs["stream"] = True
+                if caps.stream_usage:
+                    kwargs["stream_options"] = {"include_usage": True}
+                window = self.idle_window(kwargs["messages"])
+                watch = IdleWatch(window, progress_of(self.base_url)) if window else None
             started = time.perf_counter()
             try:
-                with deadline(timeout):  # nested in the research's wall budget: the earlier one wins
+                # Nested in the research's wall budget: the earlier deadline wins.
+                with deadline(timeout), idle(watch):
                     response = self.client.chat.completions.create(**kwargs, timeout=timeout)
+                    if streamed:
+                        response = _collect(response)
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
                 attempts.append(Attempt("error", f"{type(exc).__name__}: {exc.status_code}", _ms(started)))
                 raise CredentialsError(
@@ -414,6 +462,16 @@ class OpenAIEngine:
                 ) from exc
             except openai.APIStatusError as exc:
                 status = exc.status_code
+                if "stream_options" in kwargs and _names(exc, ("stream_options", "include_usage")):
+                    with _REGISTRY_LOCK:
+                        caps.stream_usage = False
+                    self._learn(model, attempts, started, "stream_options unsupported; token use estimated", exc)
+                    continue
+                if streamed and _STREAM_WORD.search(f"{server_message(exc)} {exc}".lower()):
+                    with _REGISTRY_LOCK:
+                        caps.stream = False
+                    self._learn(model, attempts, started, "streaming unsupported; answers read whole", exc)
+                    continue
                 if is_context_overflow(exc) and shrinks < 3:
                     shrinks += 1
                     attempts.append(Attempt("shrink", "context overflow: input halved", _ms(started)))
@@ -455,17 +513,22 @@ class OpenAIEngine:
                     raise EngineError(
                         f"{role}: the wall-time budget ran out while the model was answering", attempts
                     ) from exc
+                silent = watch is not None and watch.tripped
+                what = (
+                    f"sent nothing for {watch.window_s:.3g} s" if silent else f"gave no answer within {timeout:.0f} s"
+                )
                 if timeouts >= MAX_TIMEOUTS:
                     with _REGISTRY_LOCK:
                         caps.unresponsive_until = time.monotonic() + UNRESPONSIVE_FOR_S
-                    attempts.append(Attempt("error", f"no answer within {timeout:.0f} s", _ms(started)))
+                    attempts.append(Attempt("error", what, _ms(started)))
+                    variable = "DEEPRESEARCH_LLM_IDLE_TIMEOUT" if silent else "DEEPRESEARCH_LLM_TIMEOUT"
                     raise EngineError(
-                        f"{role}: the model server at {self.base_url} gave no answer within {timeout:.0f} s "
-                        f"({timeouts} time(s)); if it is only slow, raise DEEPRESEARCH_LLM_TIMEOUT",
+                        f"{role}: the model server at {self.base_url} {what} ({timeouts} time(s)); "
+                        f"if it is only slow, raise {variable}",
                         attempts,
                         retryable=False,
                     ) from exc
-                self._retry_or_raise(role, exc, n, started, attempts)
+                self._retry_or_raise(role, exc, n, started, attempts, f"the server {what}" if silent else None)
                 # Alive but slow: it most likely still generates the abandoned answer and the retry
                 # queues behind it, so the retry gets twice the time.
                 timeout *= 2
@@ -478,8 +541,16 @@ class OpenAIEngine:
                     with _REGISTRY_LOCK:
                         caps.unresponsive_until = time.monotonic() + UNRESPONSIVE_FOR_S
                     raise
-            except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
+            except (openai.APIResponseValidationError, json.JSONDecodeError, EmptyStreamError) as exc:
                 self._retry_or_raise(role, exc, n, started, attempts)
+            except openai.APIError as exc:  # an error event inside a 200 stream: the server's trouble
+                self._retry_or_raise(role, exc, n, started, attempts)
+            except _CutStreamError as exc:
+                # llama-cpp-python ends a stream early (no finish_reason) when another request
+                # arrives; asked whole, the answer queues behind the other one instead.
+                with _REGISTRY_LOCK:
+                    caps.stream = False
+                self._learn(model, attempts, started, "stream cut before its end; answers read whole", exc)
             except openai.OpenAIError as exc:
                 attempts.append(Attempt("error", _describe(exc), _ms(started)))
                 raise EngineError(f"{role} model call failed: {_describe(exc)}", attempts) from exc
@@ -505,21 +576,22 @@ class OpenAIEngine:
                 completion.cached_tokens = used_cached
                 return completion
 
-    def _retry_or_raise(self, role: str, exc: Exception, n: int, started: float, attempts: list[Attempt]) -> None:
+    def _retry_or_raise(
+        self, role: str, exc: Exception, n: int, started: float, attempts: list[Attempt], why: str | None = None
+    ) -> None:
+        why = why or _describe(exc)
         wait = retry_after_seconds(exc, self.retry.max_s)
         wait = self.retry.backoff(n) if wait is None else wait
         left = remaining()
         if left is not None and left <= wait:  # the research's wall budget ends before the retry
-            attempts.append(Attempt("error", f"{_describe(exc)}; no time left to retry", _ms(started)))
+            attempts.append(Attempt("error", f"{why}; no time left to retry", _ms(started)))
             raise EngineError(
                 f"{role} model call failed and the wall-time budget leaves no time to retry", attempts
             ) from exc
         if n >= self.retry.max_attempts:
-            attempts.append(Attempt("error", _describe(exc), _ms(started)))
-            raise EngineError(
-                f"{role} model call failed after {n} attempts: {_describe(exc)}", attempts, retryable=True
-            ) from exc
-        attempts.append(Attempt("retry", _describe(exc), _ms(started), round(wait, 3)))
+            attempts.append(Attempt("error", why, _ms(started)))
+            raise EngineError(f"{role} model call failed after {n} attempts: {why}", attempts, retryable=True) from exc
+        attempts.append(Attempt("retry", why, _ms(started), round(wait, 3)))
         time.sleep(wait)
 
     def _completion(
@@ -553,6 +625,71 @@ class OpenAIEngine:
             finish_reason=finish,
             cached_tokens=min(cached_prompt_tokens(response), prompt_tokens or 0),
         )
+
+
+class EmptyStreamError(Exception):
+    """A 200 stream that carried no answer at all (an HTML page, an empty body): retried."""
+
+
+class _CutStreamError(Exception):
+    """A stream that ended before its finish_reason (the server cut it off)."""
+
+
+def _http_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """(timeouts, transport errors) of the HTTP stack the openai SDK runs on."""
+    import httpx
+
+    if issubclass(openai.DefaultHttpxClient, httpx.Client):
+        return (httpx.TimeoutException,), (httpx.TransportError,)
+    import httpx2
+
+    return (httpx2.TimeoutException,), (httpx2.TransportError,)
+
+
+def _collect(stream: Any) -> Any:
+    """A streamed answer put back together, shaped like a whole response for :meth:`_completion`.
+    The SDK sends the request eagerly but reads the body while iterated, so errors met while
+    reading are mapped here to the SDK's own (timeout, connection) ones."""
+    timeouts, transport = _http_errors()
+    text: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish = model = usage = None
+    timings: Any = None
+    chunks = 0
+    try:
+        for chunk in stream:
+            chunks += 1
+            model = getattr(chunk, "model", None) or model
+            usage = getattr(chunk, "usage", None) or usage
+            timings = _field(chunk, "timings") or timings
+            for choice in getattr(chunk, "choices", None) or []:
+                delta = choice.delta
+                if delta is not None and delta.content:
+                    text.append(delta.content)
+                for tc in (delta.tool_calls if delta is not None else None) or []:
+                    call = calls.setdefault(
+                        tc.index if tc.index is not None else len(calls), {"name": "", "arguments": ""}
+                    )
+                    if tc.function is not None:
+                        call["name"] = call["name"] or (tc.function.name or "")
+                        call["arguments"] += tc.function.arguments or ""
+                finish = choice.finish_reason or finish
+    except timeouts as exc:
+        raise openai.APITimeoutError(request=stream.response.request) from exc
+    except transport as exc:
+        raise openai.APIConnectionError(message=str(exc), request=stream.response.request) from exc
+    if finish is None:
+        if not text and not calls:
+            raise EmptyStreamError(f"the stream held no answer ({chunks} event(s))")
+        raise _CutStreamError(f"the stream ended after {len(''.join(text))} characters without a finish_reason")
+    tool_calls = [
+        SimpleNamespace(function=SimpleNamespace(name=c["name"], arguments=c["arguments"]))
+        for _, c in sorted(calls.items())
+    ]
+    message = SimpleNamespace(content="".join(text), tool_calls=tool_calls)
+    return SimpleNamespace(
+        choices=[SimpleNamespace(message=message, finish_reason=finish)], model=model, usage=usage, timings=timings
+    )
 
 
 def _field(obj: Any, name: str) -> Any:

@@ -6,6 +6,12 @@ connect, read and write under the deadline of the enclosing :func:`deadline` blo
 operation's timeout is capped by the time left, and once the deadline has passed the next
 operation fails at once with a timeout. The deadline lives in a context variable, so a client
 shared between threads (concurrent searches) gives each call its own deadline.
+
+An :func:`idle` block adds a silence limit to the reads: a streamed model answer whose server sends
+nothing at all for ``window_s`` seconds is cut long before its total deadline. Silence counts
+from the later of this call's last byte and the last byte any call got from the same server
+(:class:`Progress`, shared per server): a request queued behind another one of this process is
+not silent while the server streams the other answer.
 """
 
 from __future__ import annotations
@@ -22,6 +28,46 @@ import httpcore
 import httpx
 
 _DEADLINE: ContextVar[float | None] = ContextVar("deepresearch_http_deadline", default=None)
+
+
+class Progress:
+    """When a server last sent any byte to any call of this process (``time.monotonic()``)."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+
+    def touch(self) -> None:
+        self.last = time.monotonic()
+
+
+class IdleWatch:
+    """One call's silence limit (see :func:`idle`); ``tripped`` says the limit cut the call."""
+
+    def __init__(self, window_s: float, progress: Progress) -> None:
+        self.window_s = window_s
+        self.progress = progress
+        self.last = time.monotonic()
+        self.tripped = False
+
+    def left(self) -> float:
+        return self.window_s - (time.monotonic() - max(self.last, self.progress.last))
+
+    def touch(self) -> None:
+        self.last = time.monotonic()
+        self.progress.last = self.last
+
+
+_IDLE: ContextVar[IdleWatch | None] = ContextVar("deepresearch_http_idle", default=None)
+
+
+@contextmanager
+def idle(watch: IdleWatch | None) -> Iterator[IdleWatch | None]:
+    """Cut the block's reads once ``watch`` has seen ``window_s`` seconds of silence (None: no limit)."""
+    token = _IDLE.set(watch)
+    try:
+        yield watch
+    finally:
+        _IDLE.reset(token)
 
 
 @contextmanager
@@ -69,7 +115,27 @@ class _DeadlineStream:
         self._core = core
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._stream.read(max_bytes, _cap(timeout, self._core.ReadTimeout))
+        watch = _IDLE.get()
+        if watch is None:
+            return self._stream.read(max_bytes, _cap(timeout, self._core.ReadTimeout))
+        started = time.monotonic()
+        while True:
+            # Wake at the end of the silence window: another call may have heard from the server
+            # meanwhile (then this one keeps waiting). A plain socket survives a read timeout.
+            left = watch.left()
+            if left <= 0:
+                watch.tripped = True
+                raise self._core.ReadTimeout(f"the server sent nothing for {watch.window_s:.3g} s")
+            per_read = None if timeout is None else timeout - (time.monotonic() - started)
+            if per_read is not None and per_read <= 0:
+                raise self._core.ReadTimeout("read timed out")
+            wait = _cap(left if per_read is None else min(left, per_read), self._core.ReadTimeout)
+            try:
+                data = self._stream.read(max_bytes, wait)
+            except self._core.ReadTimeout:
+                continue
+            watch.touch()
+            return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._stream.write(buffer, _cap(timeout, self._core.WriteTimeout))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -312,3 +313,79 @@ def test_a_generation_loop_is_recognised():
     assert repeats_itself(loop)
     prose = " ".join(f"Sentence {i} says something different about urban heat." for i in range(12))
     assert not repeats_itself(prose) and not repeats_itself("Short. Short. Short.")
+
+
+# --- streamed answers (issue 15: a silent server is known within the idle window) -------------
+def test_answers_are_streamed_and_put_back_together():
+    arguments = {"query": "sodium-ion batteries " * 5, "top_k": 3}
+    with FakeOpenAIServer() as server:
+        server.script("researcher", {"tool_calls": [("local_search", arguments), ("read_document", {"doc": 2})]})
+        eng = engine(server)
+        completion = eng.complete("researcher", RESEARCHER[:2], {}, tools=TOOLS)
+        planned = ask(eng)
+    request = server.requests[0]
+    assert request["stream"] is True and request["stream_options"] == {"include_usage": True}
+    # Arguments arrive in pieces of STREAM_PIECE characters; the engine joins them per call.
+    assert [(c.name, c.arguments) for c in completion.tool_calls] == [
+        ("local_search", arguments),
+        ("read_document", {"doc": 2}),
+    ]
+    assert json.loads(planned.text)["plan_title"] and planned.finish_reason == "stop"
+    prompt_chars = sum(len(str(m["content"])) for m in server.requests[1]["messages"])
+    assert planned.prompt_tokens == prompt_chars // 4 and planned.completion_tokens == 7  # the usage chunk
+
+
+def test_a_server_refusing_stream_options_then_streaming_is_asked_whole():
+    with FakeOpenAIServer() as server:
+        server.script(
+            "planner",
+            {"status": 400, "error": {"message": "stream_options: Extra inputs are not permitted"}},
+            {"status": 500, "error": {"message": "Streaming is not supported for this model"}},
+        )
+        eng = engine(server)
+        completion = ask(eng)
+        ask(eng)
+    sent = [(r.get("stream"), "stream_options" in r) for r in server.requests]
+    assert sent == [(True, True), (True, False), (None, False), (None, False)]
+    assert [a.status for a in completion.attempts] == ["format_fallback", "format_fallback"]
+    assert json.loads(completion.text)["plan_title"] and completion.prompt_tokens > 0
+
+
+def test_an_empty_stream_is_retried_like_an_invalid_body():
+    with FakeOpenAIServer() as server:
+        server.script("planner", {"raw_body": "<html>proxy error</html>"})
+        completion = ask(engine(server))
+    assert [a.status for a in completion.attempts] == ["retry"]
+    assert "no answer" in completion.attempts[0].error and server.requests[1]["stream"] is True
+
+
+def test_a_stream_cut_by_another_request_is_asked_again_whole():
+    from concurrent.futures import ThreadPoolExecutor
+
+    # llama-cpp-python (interrupt_requests, its default) ends a stream when another request comes.
+    with FakeOpenAIServer(mode="interrupt_streams", stream_interval_s=0.05) as server:
+        eng = engine(server)
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(ask, eng)
+            time.sleep(0.3)
+            second = pool.submit(ask, eng)
+            answers = [first.result(), second.result()]
+        assert server.stats()["interrupted"] >= 1
+        assert all(json.loads(a.text)["plan_title"] for a in answers)
+        assert any("stream cut" in a.error for c in answers for a in c.attempts)
+        assert eng.capabilities[DEFAULT_MODELS["planner"]]["stream"] is False
+        ask(eng)
+        assert "stream" not in server.requests[-1]
+
+
+def test_a_request_queued_behind_a_streaming_one_is_not_cut_as_silent():
+    from concurrent.futures import ThreadPoolExecutor
+
+    # One generation slot: the second request hears nothing until the first answer has streamed
+    # (about 1.5 s), three times its 0.5 s silence window, and must still not be cut.
+    with FakeOpenAIServer(mode="slow_ignore_disconnect", first_s=0, stream_interval_s=0.05) as server:
+        eng = engine(server, idle_timeout=0.5)
+        with ThreadPoolExecutor(2) as pool:
+            answers = list(pool.map(lambda _: ask(eng), range(2)))
+    assert all(json.loads(a.text)["plan_title"] for a in answers)
+    assert [a.attempts for a in answers] == [[], []] and len(server.requests) == 2
