@@ -220,10 +220,14 @@ def storage_failure(exc: BaseException) -> StorageError | None:
         if isinstance(current, StorageError):
             return current
         if isinstance(current, OSError) and current.errno in _FULL + _READ_ONLY:
-            where = f" writing {current.filename}" if current.filename else ""
             if current.errno in _FULL:
+                where = f" writing {current.filename}" if current.filename else ""
                 return StorageError(f"disk full{where}: free some space, then run the same command again to resume")
-            return StorageError(f"cannot write{where or ''}: {current.strerror} (read-only disk or no permission)")
+            where = f" {current.filename}" if current.filename else ""
+            return StorageError(
+                f"cannot write{where}: {current.strerror} (read-only disk or no permission): make it writable "
+                "by this user, then run the same command again to resume"
+            )
         module = type(current).__module__ or ""
         if "duckdb" in module:
             text = str(current)
@@ -239,7 +243,13 @@ def storage_failure(exc: BaseException) -> StorageError | None:
                     "aside and run again (a new one is created; the artifacts on disk are kept)"
                 )
             if "Read-only file system" in text or "Permission denied" in text:
-                return StorageError(f"cannot write the lineage database: {text.splitlines()[0]}")
+                name = re.search(r'file "([^"]+)"', text)
+                where = f" {name.group(1)}" if name else ""
+                cause = "Read-only file system" if "Read-only file system" in text else "Permission denied"
+                return StorageError(
+                    f"the lineage database{where} is read-only ({cause}): make the file and its folder writable "
+                    "by this user, or set DEEPRESEARCH_DUCKDB to a writable path, then run the same command again"
+                )
         current = current.__cause__ or current.__context__
     return None
 

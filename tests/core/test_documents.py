@@ -103,18 +103,21 @@ def test_index_folder_skips_bad_files_caches_and_reindexes_incrementally(tmp_pat
     (root / "a.md").write_text("# A\n\nAlpha figures: 12 units.\n")
     (root / "b.docx").write_bytes(docx_bytes(SOURCE, "B"))
     (root / "locked.pdf").write_bytes(encrypted_pdf_bytes(SOURCE, "Harbor"))
-    (root / "huge.txt").write_text("x" * 200_000)
+    (root / "huge.pdf").write_bytes(b"%PDF-1.7\n" + b"x" * 200_000)
+    (root / "huge.txt").write_text("Huge notes\n\n" + "x " * 100_000)  # over the cap, but text: streamed
     (root / ".hidden.md").write_text("# hidden\n")
     cache = TextCache(tmp_path / "cache")
     first = index_folder(root, cache, max_bytes=100_000, progress=False)
-    assert [p for p, _ in first.documents] == ["a.md", "b.docx"]
+    assert [p for p, _ in first.documents] == ["a.md", "b.docx", "huge.txt"]
     reasons = dict(first.skipped)
-    assert reasons["locked.pdf"].startswith("encrypted") and reasons["huge.txt"].startswith("oversized")
-    assert first.extracted == 3  # a.md, b.docx, locked.pdf (the oversized file is never read)
+    assert reasons["locked.pdf"].startswith("encrypted") and reasons["huge.pdf"].startswith("oversized")
+    assert ".pdf files are read whole" in reasons["huge.pdf"]
+    assert dict(first.notes)["huge.txt"].startswith("streamed: all 200,012 bytes indexed")
+    assert first.extracted == 4  # a.md, b.docx, locked.pdf, huge.txt (the oversized PDF is never read)
 
     again = index_folder(root, cache, max_bytes=100_000, progress=False)
-    assert again.extracted == 0 and again.hashed == 0 and again.from_cache == 4  # the manifest knows them all
-    assert dict(again.skipped) == reasons
+    assert again.extracted == 0 and again.hashed == 0 and again.from_cache == 5  # the manifest knows them all
+    assert dict(again.skipped) == reasons and again.notes == first.notes
 
     (root / "a.md").write_text("# A\n\nAlpha figures: 13 units.\n")
     (root / "c.md").write_bytes((root / "a.md").read_bytes())  # same content: served by sha256
@@ -159,3 +162,67 @@ def test_huge_one_line_document_is_dated_from_its_head_and_read_a_window_at_a_ti
     nxt = int(text.rsplit("start=", 1)[1].split("]")[0])
     more = read.run(ReadDocumentArgs(path="huge.txt", start=nxt, end=nxt + 1000)).content
     assert f"[passage {nxt}/" in more and len(more) < MAX_READ_CHARS + 5_000
+
+
+@pytest.fixture
+def small_windows(monkeypatch: pytest.MonkeyPatch):
+    from deepresearch_dagster.core.documents import stream
+
+    monkeypatch.setattr(stream, "WINDOW_BYTES", 1024)
+    return stream
+
+
+def test_streamed_markdown_keeps_its_heading_path_and_title_across_windows(tmp_path: Path, small_windows):
+    filler = "\n\n".join(f"Paragraph {i} about berth operations and tides." for i in range(120))
+    text = f"# Port log\n\n## Cranes\n\n{filler}\n\n### Gantry four\n\nGantry four lifts 40 tonnes.\n"
+    path = tmp_path / "log.md"
+    path.write_text(text)
+    doc = small_windows.stream_text_document(path)
+    assert doc.title == "Port log" and doc.format == "markdown"
+    assert len(doc.sections) > 3  # one or more per window, each cut between paragraphs
+    assert all(s.heading == ("Cranes",) for s in doc.sections[:-1])  # carried over window after window
+    assert doc.sections[-1] == type(doc.sections[-1])(("Cranes", "Gantry four"), "Gantry four lifts 40 tonnes.")
+    paragraphs = [p for s in doc.sections for p in s.text.split("\n\n")]
+    assert paragraphs[:2] == [
+        "Paragraph 0 about berth operations and tides.",
+        "Paragraph 1 about berth operations and tides.",
+    ]
+    assert len(paragraphs) == 121  # no paragraph cut in two at a window edge
+
+
+def test_streamed_csv_repeats_the_header_in_every_window(tmp_path: Path, small_windows):
+    path = tmp_path / "fleet.csv"
+    path.write_text("depot;vessels\n" + "".join(f"Depot {i};{i * 3}\n" for i in range(300)))
+    doc = small_windows.stream_text_document(path)
+    assert doc.format == "csv" and doc.title == "fleet" and len(doc.sections) > 3
+    assert all(s.text.startswith("| depot | vessels |\n| --- | --- |") for s in doc.sections)
+    rows = [line for s in doc.sections for line in s.text.splitlines()[2:]]
+    assert rows[0] == "| Depot 0 | 0 |" and rows[-1] == "| Depot 299 | 897 |" and len(rows) == 300
+
+
+def test_a_streamed_cp1252_file_is_decoded_and_a_binary_one_skipped(tmp_path: Path, small_windows):
+    path = tmp_path / "old.txt"
+    path.write_bytes(("Plain ascii line.\n" * 100).encode() + "Caf\xe9 cr\xe8me at the quay.\n".encode("cp1252"))
+    doc = small_windows.stream_text_document(path)
+    assert "Café crème at the quay." in doc.text
+    (tmp_path / "bin.txt").write_bytes(b"\x00\x01" * 5000)
+    with pytest.raises(SkipFile, match="binary"):
+        small_windows.stream_text_document(tmp_path / "bin.txt")
+
+
+def test_a_streamed_file_is_extracted_again_when_the_index_cap_changes(tmp_path: Path, small_windows, monkeypatch):
+    from deepresearch_dagster.core.documents.ingest import quick_fingerprint
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "big.txt").write_text("Big log\n\n" + "\n\n".join(f"Entry {i} at berth {i % 9}." for i in range(2000)))
+    cache = TextCache(tmp_path / "cache")
+    first = index_folder(root, cache, max_bytes=4096, progress=False)
+    assert first.extracted == 1 and "all" in dict(first.notes)["big.txt"]
+    assert index_folder(root, cache, max_bytes=4096, progress=False).extracted == 0
+    assert quick_fingerprint(root, cache, max_bytes=4096) is not None
+    monkeypatch.setattr(small_windows, "MAX_INDEXED_BYTES", 8192)
+    assert quick_fingerprint(root, cache, max_bytes=4096) is None  # the manifest's entry is stale
+    capped = index_folder(root, cache, max_bytes=4096, progress=False)
+    assert capped.extracted == 1 and "over the 8,192-byte index cap" in dict(capped.notes)["big.txt"]
+    assert len(dict(capped.documents)["big.txt"].text) < len(dict(first.documents)["big.txt"].text) / 2

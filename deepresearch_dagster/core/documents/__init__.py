@@ -14,6 +14,7 @@ from .ingest import (
 )
 from .model import ExtractedDocument, Section, SkipFile, markdown_table, render_sections
 from .passages import Passage, split_passages
+from .stream import TextWindow, read_text_window, stream_text_document
 
 __all__ = [
     "EXTRACTORS",
@@ -25,12 +26,15 @@ __all__ = [
     "Section",
     "SkipFile",
     "TextCache",
+    "TextWindow",
     "currency",
     "extract_bytes",
     "extract_path",
     "in_archive",
     "index_folder",
     "markdown_table",
+    "read_text_window",
     "render_sections",
     "split_passages",
+    "stream_text_document",
 ]

@@ -5,6 +5,11 @@ or renamed is not extracted again) and ``<cache_dir>/manifests/<corpus-hash>.jso
 relative path to ``[size, mtime_ns, sha256]`` so an unchanged file is not even re-hashed. Files that
 cannot be read (encrypted, corrupt, oversized, unsupported content) are skipped with a reason that
 is cached too, so they are not retried until they change.
+
+A plain-text file (``.txt``, ``.md``, ``.csv``) larger than ``MAX_BYTES`` is not skipped: it is
+hashed and extracted a window at a time (``stream.py``), with a cap on how much of it is indexed
+that its ``meta["ingest_note"]`` (and :attr:`IndexedFolder.notes`) records. Other formats above
+``MAX_BYTES`` are skipped as "oversized" (their readers need the whole file in memory).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from .model import ExtractedDocument, SkipFile
 from .office import extract_docx_document, extract_pptx_document
 from .pdf import extract_pdf_document
 from .spreadsheet import extract_csv_document, extract_xlsx_document
+from .stream import STREAMABLE, cache_key, sha256_file, stream_text_document, streamable
 
 EXTRACTOR_VERSION = 1
 MAX_BYTES = 50 * 1024 * 1024
@@ -63,17 +69,32 @@ def extract_bytes(data: bytes, rel: str) -> ExtractedDocument:
     return doc
 
 
-def extract_path(path: Path, max_bytes: int = MAX_BYTES) -> ExtractedDocument:
+def oversized(rel: str, size: int, max_bytes: int) -> str:
+    """The skip reason of a file too large to read whole that cannot be streamed either."""
+    kind = Path(rel).suffix or "this"
+    return f"oversized: {size} bytes > {max_bytes} ({kind} files are read whole; only {'/'.join(STREAMABLE)} stream)"
+
+
+def extract_path(path: Path, max_bytes: int | None = None) -> ExtractedDocument:
+    max_bytes = MAX_BYTES if max_bytes is None else max_bytes
     size = path.stat().st_size
     if size > max_bytes:
-        raise SkipFile(f"oversized: {size} bytes > {max_bytes}")
+        if streamable(path.name):
+            return stream_text_document(path, path.name)
+        raise SkipFile(oversized(path.name, size, max_bytes))
     return extract_bytes(path.read_bytes(), path.name)
+
+
+def _stale_key(key: str) -> bool:
+    """A streamed file's cache key made under another index cap: extract it again."""
+    return "-s" in key and key != cache_key(key.split("-s", 1)[0])
 
 
 @dataclass
 class IndexedFolder:
     documents: list[tuple[str, ExtractedDocument]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (relative path, reason)
+    notes: list[tuple[str, str]] = field(default_factory=list)  # (relative path, how it was streamed)
     files: dict[str, str] = field(default_factory=dict)  # relative path → sha256 (or "oversized")
     extracted: int = 0
     from_cache: int = 0
@@ -179,21 +200,18 @@ def index_folder(
         known = manifest.get(rel)
         if known and known[0] == st.st_size and known[1] == st.st_mtime_ns:
             sha = str(known[2])
-            if sha.startswith("oversized") and st.st_size > max_bytes:
+            if sha.startswith("oversized") and st.st_size > max_bytes and not streamable(rel):
                 new_manifest[rel] = known
                 out.files[rel] = "oversized"
-                out.skipped.append((rel, f"oversized: {st.st_size} bytes > {max_bytes}"))
+                out.skipped.append((rel, oversized(rel, st.st_size, max_bytes)))
                 out.from_cache += 1
                 continue
-            cached = cache.get(sha)
+            cached = None if _stale_key(sha) else cache.get(sha)
             if cached is not None:
                 new_manifest[rel] = [st.st_size, st.st_mtime_ns, sha]
                 out.files[rel] = sha
                 out.from_cache += 1
-                if isinstance(cached, str):
-                    out.skipped.append((rel, cached))
-                else:
-                    out.documents.append((rel, cached))
+                _add(out, rel, cached)
                 continue
         todo.append((rel, path, st.st_size, st.st_mtime_ns))
 
@@ -216,8 +234,30 @@ def index_folder(
     try:
         for rel, path, size, mtime in todo:
             result: ExtractedDocument | str
-            if size > max_bytes:
-                result, sha = f"oversized: {size} bytes > {max_bytes}", ""
+            if size > max_bytes and streamable(rel):
+                # Hashed and extracted a window at a time: never read whole (stream.py).
+                try:
+                    sha = cache_key(sha256_file(path))
+                except OSError as exc:
+                    out.skipped.append((rel, f"unreadable: {exc.strerror or exc}"))
+                    continue
+                out.hashed += 1
+                cached = cache.get(sha)
+                if cached is not None:
+                    result = cached
+                    out.from_cache += 1
+                else:
+                    try:
+                        result = stream_text_document(path, rel)
+                    except SkipFile as exc:
+                        result = str(exc)
+                    except OSError as exc:
+                        out.skipped.append((rel, f"unreadable: {exc.strerror or exc}"))
+                        continue
+                    cache.put(sha, result)
+                    out.extracted += 1
+            elif size > max_bytes:
+                result, sha = oversized(rel, size, max_bytes), ""
                 new_manifest[rel] = [size, mtime, "oversized"]
             else:
                 try:
@@ -241,10 +281,7 @@ def index_folder(
             if sha:
                 new_manifest[rel] = [size, mtime, sha]
             out.files[rel] = sha or "oversized"
-            if isinstance(result, str):
-                out.skipped.append((rel, result))
-            else:
-                out.documents.append((rel, result))
+            _add(out, rel, result)
             if bar is not None:
                 bar.advance(task)
     finally:
@@ -252,10 +289,21 @@ def index_folder(
             bar.stop()
     out.documents.sort(key=lambda d: d[0])
     out.skipped.sort()
+    out.notes.sort()
     if new_manifest != manifest:
         cache.save_manifest(root, new_manifest, out.skipped)
     out.seconds = round(time.perf_counter() - started, 3)
     return out
+
+
+def _add(out: IndexedFolder, rel: str, result: ExtractedDocument | str) -> None:
+    if isinstance(result, str):
+        out.skipped.append((rel, result))
+        return
+    out.documents.append((rel, result))
+    note = result.meta.get("ingest_note")
+    if note:
+        out.notes.append((rel, str(note)))
 
 
 def _stderr_is_terminal() -> bool:
@@ -280,7 +328,9 @@ def quick_fingerprint(root: Path, cache: TextCache, max_bytes: int = MAX_BYTES) 
         known = manifest.get(rel)
         if not known or known[0] != st.st_size or known[1] != st.st_mtime_ns:
             return None
-        if str(known[2]).startswith("oversized") and st.st_size <= max_bytes:
+        if str(known[2]).startswith("oversized") and (st.st_size <= max_bytes or streamable(rel)):
+            return None
+        if _stale_key(str(known[2])):
             return None
         seen.append((rel, str(known[2])))
     return fingerprint(seen, max_bytes)

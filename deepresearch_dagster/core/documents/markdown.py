@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from .model import ExtractedDocument, Section
 
@@ -10,12 +11,23 @@ HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 MAX_TITLE_CHARS = 150
 
 
-def split_markdown(text: str, page: int | None = None, base: tuple[str, ...] = ()) -> list[Section]:
-    """Sections at each ATX heading; the heading path is the chain of enclosing headings."""
+@dataclass
+class MarkdownState:
+    """Where a Markdown text read in pieces stands: enclosing headings, inside a code fence."""
+
+    path: list[tuple[int, str]] = field(default_factory=list)
+    in_fence: bool = False
+
+
+def split_markdown(
+    text: str, page: int | None = None, base: tuple[str, ...] = (), state: MarkdownState | None = None
+) -> list[Section]:
+    """Sections at each ATX heading; the heading path is the chain of enclosing headings.
+    ``state`` carries the heading path and fence over from the previous piece of the same text."""
     sections: list[Section] = []
-    path: list[tuple[int, str]] = []
+    path: list[tuple[int, str]] = list(state.path) if state else []
     buf: list[str] = []
-    in_fence = False
+    in_fence = state.in_fence if state else False
 
     def flush() -> None:
         body = "\n".join(buf).strip()
@@ -35,6 +47,8 @@ def split_markdown(text: str, page: int | None = None, base: tuple[str, ...] = (
             continue
         buf.append(line.rstrip())
     flush()
+    if state is not None:
+        state.path, state.in_fence = path, in_fence
     return sections
 
 
