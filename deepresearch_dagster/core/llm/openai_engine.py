@@ -143,11 +143,28 @@ class Capabilities:
     unresponsive_until: float = 0.0
     stream: bool = True  # answers are streamed (a silent server is known within the idle window)
     stream_usage: bool = True  # stream_options.include_usage is accepted
+    # llama-server's "return_progress": progress events while it reads a long prompt (sent to
+    # servers on this machine or network only; a server that names it in a rejection never again)
+    progress_events: bool = True
 
 
 _REGISTRY: dict[tuple[str, str, str], Capabilities] = {}
 _REGISTRY_LOCK = threading.Lock()
 _PROGRESS: dict[str, Progress] = {}  # base URL → when it last sent a byte to any call
+
+
+def on_local_network(base_url: str) -> bool:
+    """A server on this machine or a private network (loopback, private or link-local address,
+    ``localhost``, a one-label host name such as a compose service): where local servers run."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(base_url).hostname or "").lower()
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host == "localhost" or host.endswith((".localhost", ".local")) or "." not in host
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def progress_of(base_url: str) -> Progress:
@@ -330,6 +347,7 @@ class OpenAIEngine:
         self.timeout = timeout
         self.tokens_per_s = DEFAULT_TOKENS_PER_S if tokens_per_s is None else tokens_per_s
         self.stream = stream
+        self.local = on_local_network(self.base_url)
         self.idle_timeout = idle_timeout
         self.temperature = temperature if isinstance(temperature, dict) else dict.fromkeys(models, temperature)
         self.max_tokens = max_tokens or {}
@@ -422,7 +440,7 @@ class OpenAIEngine:
         timeout = self.timeout_for(max_tokens)
         used_prompt = used_completion = used_cached = 0
         shrinks = n = timeouts = 0
-        widened = False
+        widened = whole = False
         while True:
             n += 1
             send_tools = tools if tools and caps.tools else None
@@ -438,7 +456,7 @@ class OpenAIEngine:
                 kwargs["tools"] = send_tools
             elif (fmt := self._format(rung, json_schema)) is not None:
                 kwargs["response_format"] = fmt
-            streamed = self.stream and caps.stream
+            streamed = self.stream and caps.stream and not whole
             watch = None
             if streamed:
                 # Streamed, so a server that went silent is known within the idle window instead of
@@ -446,6 +464,9 @@ class OpenAIEngine:
                 kwargs["stream"] = True
                 if caps.stream_usage:
                     kwargs["stream_options"] = {"include_usage": True}
+                if self.local and caps.progress_events:
+                    # llama-server is otherwise silent while it reads the prompt (minutes on a CPU).
+                    kwargs["extra_body"] = {"return_progress": True}
                 window = self.idle_window(kwargs["messages"])
                 watch = IdleWatch(window, progress_of(self.base_url)) if window else None
             started = time.perf_counter()
@@ -462,6 +483,11 @@ class OpenAIEngine:
                 ) from exc
             except openai.APIStatusError as exc:
                 status = exc.status_code
+                if "extra_body" in kwargs and _names(exc, ("return_progress",)):
+                    with _REGISTRY_LOCK:
+                        caps.progress_events = False
+                    self._learn(model, attempts, started, "return_progress unsupported; not sent again", exc)
+                    continue
                 if "stream_options" in kwargs and _names(exc, ("stream_options", "include_usage")):
                     with _REGISTRY_LOCK:
                         caps.stream_usage = False
@@ -541,8 +567,14 @@ class OpenAIEngine:
                     with _REGISTRY_LOCK:
                         caps.unresponsive_until = time.monotonic() + UNRESPONSIVE_FOR_S
                     raise
-            except (openai.APIResponseValidationError, json.JSONDecodeError, EmptyStreamError) as exc:
+            except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
                 self._retry_or_raise(role, exc, n, started, attempts)
+            except EmptyStreamError as exc:
+                # llama-cpp-python answers 200, then fails inside the stream (a prompt over its
+                # context window) and closes it empty; asked whole, it says why with a status the
+                # ladder above understands (a context overflow is shrunk, not asked again as is).
+                whole = True
+                self._retry_or_raise(role, exc, n, started, attempts, f"{exc}; asking for the whole answer")
             except openai.APIError as exc:  # an error event inside a 200 stream: the server's trouble
                 self._retry_or_raise(role, exc, n, started, attempts)
             except _CutStreamError as exc:

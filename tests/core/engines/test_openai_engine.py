@@ -351,12 +351,34 @@ def test_a_server_refusing_stream_options_then_streaming_is_asked_whole():
     assert json.loads(completion.text)["plan_title"] and completion.prompt_tokens > 0
 
 
-def test_an_empty_stream_is_retried_like_an_invalid_body():
+def test_progress_events_are_asked_of_local_servers_only_until_refused():
+    from deepresearch_dagster.core.llm.openai_engine import on_local_network
+
+    assert on_local_network("http://127.0.0.1:8080/v1") and on_local_network("http://ollama:11434/v1")
+    assert on_local_network("http://10.1.2.3/v1") and on_local_network("http://[::1]:8000/v1")
+    assert not on_local_network("https://api.openai.com/v1") and not on_local_network("https://8.8.8.8/v1")
+    refused = {"status": 400, "error": {"message": "Unrecognized request argument supplied: return_progress"}}
     with FakeOpenAIServer() as server:
-        server.script("planner", {"raw_body": "<html>proxy error</html>"})
-        completion = ask(engine(server))
-    assert [a.status for a in completion.attempts] == ["retry"]
-    assert "no answer" in completion.attempts[0].error and server.requests[1]["stream"] is True
+        server.script("planner", refused)
+        eng = engine(server)
+        completion = ask(eng)
+        ask(eng)
+    assert [r.get("return_progress") for r in server.requests] == [True, None, None]
+    assert [a.status for a in completion.attempts] == ["format_fallback"]
+
+
+def test_an_empty_stream_is_asked_again_whole():
+    # A real llama-cpp-python answers 200 and then fails inside the stream when the prompt is over
+    # its context window; only the whole answer carries the error that the engine can act on.
+    overflow = {"status": 400, "error": {"message": "Requested tokens (8304) exceed context window of 8192"}}
+    with FakeOpenAIServer() as server:
+        server.script("planner", {"raw_body": "<html>proxy error</html>"}, overflow)
+        eng = engine(server)
+        completion = ask(eng, "x" * 10_000)
+        ask(eng)
+    assert [a.status for a in completion.attempts] == ["retry", "shrink"]
+    assert "no answer" in completion.attempts[0].error
+    assert [r.get("stream") for r in server.requests] == [True, None, None, True]  # only that call
 
 
 def test_a_stream_cut_by_another_request_is_asked_again_whole():
