@@ -623,7 +623,9 @@ def _events(answer: dict[str, Any], body: dict[str, Any]) -> list[bytes]:
             chunk({"tool_calls": [{"index": i, "function": {"arguments": arguments[j : j + STREAM_PIECE]}}]})
             for j in range(0, len(arguments), STREAM_PIECE)
         ]
-    chunks.append(chunk({}, choice["finish_reason"]))
+    # Anything else the whole answer carries (llama.cpp's "timings") comes with the last chunk.
+    extra = {k: v for k, v in answer.items() if k not in ("id", "object", "created", "model", "choices", "usage")}
+    chunks.append({**chunk({}, choice["finish_reason"]), **extra})
     if (body.get("stream_options") or {}).get("include_usage"):
         chunks.append({**base, "choices": [], "usage": answer["usage"]})
     return [f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"]
