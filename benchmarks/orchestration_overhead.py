@@ -18,7 +18,10 @@ wall − critical path = time when nothing external was pending = orchestration 
 what the fan-out saves. A small warm-up research (1 step, latency 0) runs first so imports are not
 counted. Diagnostic: the number of duckdb.connect calls in the run and the time spent inside them
 (a process keeps one lineage connection per stage or run and lets it go when another process waits:
-core/store/lineage.py).
+core/store/lineage.py), and the hits/misses of the process's page-extraction memo and corpus index
+(core/web/extract.py, core/tools/local_search.py): every research reads pages an earlier research
+of this process read too, and opens the same corpus. --cold empties both before every research, so
+the figures show one research whose pages and corpus this process has not seen.
 Goals: wall ÷ critical path ≤ 1.10; at 0 ms latency (only local work and orchestration left) the
 whole research in ≤ 1 s plain and ≤ 3 s through Dagster. A before/after table compares with the
 figures measured before the shared lineage connection (BEFORE).
@@ -119,8 +122,37 @@ def run_dagster(root: Path, services: WebServices, index: int) -> tuple[float, f
     return wall, setup_s
 
 
+def _memo_counts() -> dict[str, int]:
+    """Extraction memo and corpus index reuse so far (zeros when the code has neither)."""
+    from deepresearch_dagster.core.tools import local_search
+    from deepresearch_dagster.core.web import extract
+
+    pages = getattr(extract, "extract_cache_info", lambda: {"hits": 0, "misses": 0})()
+    corpus = getattr(local_search, "corpus_cache_info", lambda: {"hits": 0, "builds": 0})()
+    return {
+        "extract_hits": pages["hits"],
+        "extract_misses": pages["misses"],
+        "corpus_hits": corpus["hits"],
+        "corpus_builds": corpus["builds"],
+    }
+
+
+def clear_memos() -> None:
+    from deepresearch_dagster.core.tools import local_search
+    from deepresearch_dagster.core.web import extract
+
+    getattr(extract, "clear_extract_cache", lambda: None)()
+    getattr(local_search, "clear_corpus_cache", lambda: None)()
+
+
+COLD = {"on": False}
+
+
 def measure(tmp: Path, services: WebServices, kind: str, latency: float, index: int) -> dict[str, Any]:
     clear_robots_cache()
+    if COLD["on"]:
+        clear_memos()
+    memo_before = _memo_counts()
     services.model.reset_state()
     set_latency(services, latency)
     root = tmp / f"{kind}-{latency}-{index}"
@@ -136,6 +168,7 @@ def measure(tmp: Path, services: WebServices, kind: str, latency: float, index: 
     after = counts(services)
     connects = {"n": CONNECTS["n"] - connects_before["n"], "s": round(CONNECTS["s"] - connects_before["s"], 3)}
     llm, search, web = (a - b for a, b in zip(after, before, strict=True))
+    memo = {k: v - memo_before[k] for k, v in _memo_counts().items()}
     critical = busy_seconds(services.intervals(), since=since)
     return {
         "kind": kind,
@@ -148,6 +181,7 @@ def measure(tmp: Path, services: WebServices, kind: str, latency: float, index: 
         "sum_of_latencies_s": round((llm + search + web) * latency, 3),
         "setup_excluded_s": round(setup_s, 3),
         "duckdb_connects": connects,  # including the excluded set-up for dagster (a few)
+        "memo": memo,  # page extractions and corpus opens served from this process's memory
     }
 
 
@@ -156,7 +190,12 @@ def _label(kind: str, latency: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(__doc__, argv)
+    args = parse_args(
+        __doc__,
+        argv,
+        cold={"action": "store_true", "help": "empty the extraction memo and corpus index before every research"},
+    )
+    COLD["on"] = args.cold
     clean_env()
     guard = guard_extractive_compressor()
     count_duckdb_connects()
@@ -203,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                     best["wall_s"],
                     best["overhead_s"],
                     f"{best['duckdb_connects']['n']} / {best['duckdb_connects']['s']:.2f} s",
+                    "{extract_hits}/{extract_misses} {corpus_hits}/{corpus_builds}".format(**best["memo"]),
                     results[_label(kind, latency)]["ratio_median"],
                 ]
             )
@@ -216,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
             "wall s",
             "overhead s",
             "duckdb.connect n / time",
+            "memo pages hit/miss corpus hit/build",
             "wall ÷ critical",
         ],
         table,
@@ -240,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     write_result(
         "orchestration_overhead",
         {
-            "mode": "full" if args.full else "quick",
+            "mode": ("full" if args.full else "quick") + (" cold" if args.cold else ""),
             "inputs": {"pages_dir": str(pages_dir()), "latencies_s": latencies, "repetitions": reps},
             "goal": "wall ÷ critical-path latency ≤ 1.10; at 0 ms latency ≤ 1 s plain, ≤ 3 s through Dagster",
             "before": {"note": BEFORE_NOTE, "figures": BEFORE},

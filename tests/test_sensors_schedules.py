@@ -14,7 +14,6 @@ from deepresearch_dagster.core.config import ResearchSettings, load_settings
 from deepresearch_dagster.core.naming import partition_key_for
 from deepresearch_dagster.core.requests import RequestError, RequestQueue
 from deepresearch_dagster.core.store.lineage import LineageStore
-from deepresearch_dagster.core.tools.local_search import open_corpus
 from deepresearch_dagster.definitions import build_definitions
 from deepresearch_dagster.defs.partitions import RESEARCH_PARTITIONS_NAME
 from deepresearch_dagster.defs.schedules import recurring_schedules
@@ -140,9 +139,7 @@ def test_recurring_topic_runs_daily_and_reports_what_changed(isolated_env, monke
         "Sodium-ion battery pack costs fell below 60 dollars per kilowatt-hour in 2026. "
         "Sodium-ion batteries work by shuttling sodium ions between a hard carbon anode and a layered oxide cathode.\n"
     )
-    # Each launched run is a fresh process; this test runs both days in one, so drop the
-    # per-process corpus index the way a new run process would not have it.
-    open_corpus.cache_clear()
+    # The process's open corpus notices the new file itself (core/tools/local_search.open_corpus).
     second = tick(22)
     assert second == "sodium-watch--2026-11-22"
     result = _materialize(defs, instance, second)

@@ -44,3 +44,12 @@ def test_bundled_corpus_has_twenty_plus_substantial_documents():
 def test_html_to_text_keeps_paragraphs():
     title, text = html_to_text("<title>T</title><p>One.</p><script>x()</script><p>Two.</p>")
     assert title == "T" and text == "One.\n\nTwo."
+
+
+def test_function_definitions_are_fresh_copies(corpus_dir):
+    box = Toolbox(corpus_tools(LocalCorpus(corpus_dir)))
+    first = box.definitions()
+    first[0]["function"]["parameters"]["properties"].clear()
+    second = box.definitions()
+    assert second[0]["function"]["parameters"]["properties"]
+    assert "title" not in second[0]["function"]["parameters"]

@@ -122,7 +122,7 @@ def test_past_the_index_cap_the_head_and_tail_are_indexed_and_the_gap_is_recorde
     body = [_paragraph(i) for i in range(1500)]
     body[750] = "The middle entry mentions bravoneedle."
     huge.write_text("Port log\n\nalphaneedle opens it.\n\n" + "\n\n".join(body) + "\n\nzuluneedle closes it.\n")
-    corpus = LocalCorpus(root, max_bytes=OLD_CAP, progress=False)
+    corpus = LocalCorpus(root, cache_dir=tmp_path / "cache", max_bytes=OLD_CAP, progress=False)
     note = dict(corpus.indexed.notes)["huge.txt"]
     assert note.startswith(
         f"streamed: {huge.stat().st_size:,} bytes, over the 131,072-byte index cap; indexed bytes 0–"
@@ -133,6 +133,13 @@ def test_past_the_index_cap_the_head_and_tail_are_indexed_and_the_gap_is_recorde
     found = {q: bool(corpus.search(q, 1)) for q in ("alphaneedle", "bravoneedle", "zuluneedle")}
     assert found == {"alphaneedle": True, "bravoneedle": False, "zuluneedle": True}
     assert max(watched_reads) <= WINDOW
+    # The part not indexed is still read from disk by offset, and the note survives a reopen.
+    with huge.open("rb") as f:
+        middle = f.read().index(b"bravoneedle")
+    window = Toolbox(corpus_tools(corpus)).call("read_document", {"path": "huge.txt", "offset": middle - 100})
+    assert "bravoneedle" in window.content and f"bytes {middle - 100:,}–" in window.source_title
+    reopened = LocalCorpus(root, cache_dir=tmp_path / "cache", max_bytes=OLD_CAP, progress=False)
+    assert reopened.indexed.from_cache and dict(reopened.indexed.notes)["huge.txt"] == note
     record(
         "text file 5x over the index cap",
         "head + tail indexed, gap recorded",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -32,12 +34,20 @@ class Tool:
     cacheable: bool = False
 
     def function_definition(self) -> dict[str, Any]:
-        schema = self.args_model.model_json_schema()
-        schema.pop("title", None)
+        schema = json.loads(_schema_json(self.args_model))  # a fresh dict: callers may change it
         return {
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": schema},
         }
+
+
+@lru_cache(maxsize=64)
+def _schema_json(args_model: type[BaseModel]) -> str:
+    """The argument model's JSON schema without its title, built once per model (pydantic takes
+    milliseconds per build, and every researcher turn sends the definitions)."""
+    schema = args_model.model_json_schema()
+    schema.pop("title", None)
+    return json.dumps(schema)
 
 
 class Toolbox:

@@ -4,6 +4,8 @@ Files of every supported format (Markdown, text, HTML, PDF, DOCX, PPTX, XLSX, CS
 ``core.documents``) are extracted once through a sha256-keyed text cache, cut into passages (a
 section or part of one, with its heading path and page) and indexed with ``bm25s``. A search
 returns the best passages; ``read_document`` reads a whole document or a passage range.
+The whole index is kept on disk for an unchanged folder (a snapshot under the cache folder) and in
+memory per process (:func:`open_corpus`, re-checked against the folder's file stats on every open).
 
 Currency: a document that says it is superseded, lives in an archive folder, or is an older
 version of another document (same title apart from dates) is *superseded*; a passage stating a
@@ -17,9 +19,9 @@ import json
 import os
 import re
 import shutil
-from collections import Counter, defaultdict
+import threading
+from collections import Counter, OrderedDict, defaultdict
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 import bm25s
@@ -34,11 +36,13 @@ from ..documents import (
     TextCache,
     currency,
     index_folder,
+    read_text_window,
     render_sections,
     split_passages,
 )
 from ..documents.currency import find_date
-from ..documents.ingest import fingerprint, quick_fingerprint
+from ..documents.ingest import fingerprint, list_files, quick_fingerprint
+from ..documents.stream import streamable
 from ..naming import short_hash
 from ..text import STOPWORDS, content_terms, split_sentences
 from .base import Tool, ToolError, ToolResult
@@ -296,7 +300,13 @@ class LocalCorpus:
                 }
                 for d in self.documents
             ]
-            payload = {"version": SNAPSHOT_VERSION, "fingerprint": fp, "documents": docs, "skipped": self.skipped}
+            payload = {
+                "version": SNAPSHOT_VERSION,
+                "fingerprint": fp,
+                "documents": docs,
+                "skipped": self.skipped,
+                "notes": self.indexed.notes,
+            }
             (tmp / "corpus.json").write_text(json.dumps(payload, ensure_ascii=False), "utf-8")
             shutil.rmtree(target, ignore_errors=True)
             os.replace(tmp, target)
@@ -318,7 +328,11 @@ class LocalCorpus:
             documents.append(Document(**d, passages=passages))
         self.documents = documents
         self.skipped = [(p, r) for p, r in data["skipped"]]
-        self.indexed = IndexedFolder(skipped=self.skipped, from_cache=len(documents) + len(self.skipped))
+        self.indexed = IndexedFolder(
+            skipped=self.skipped,
+            notes=[(p, n) for p, n in data.get("notes", [])],
+            from_cache=len(documents) + len(self.skipped),
+        )
         self._by_path = {d.path: d for d in documents}
         self.passages = [p for d in documents for p in d.passages]
         self._index = index
@@ -380,9 +394,63 @@ class LocalCorpus:
         return doc
 
 
-@lru_cache(maxsize=8)
+# Open corpora of this process by folder, each with the folder state it was built from.
+_CORPORA_SIZE = 8
+_corpora: OrderedDict[str, tuple[tuple[tuple[object, ...], ...], LocalCorpus]] = OrderedDict()
+_corpora_lock = threading.Lock()
+_corpora_stats = {"hits": 0, "builds": 0}
+
+
+def folder_state(root: Path) -> tuple[tuple[object, ...], ...]:
+    """(path, size, mtime, ctime, inode) of every file the corpus indexes: any added, removed,
+    renamed, rewritten or touched file changes it. Only stat calls, no reads."""
+    state: list[tuple[object, ...]] = []
+    for path in list_files(root):
+        rel = path.relative_to(root).as_posix()
+        try:
+            st = path.stat()
+        except OSError as exc:
+            state.append((rel, "unreadable", str(exc)))
+            continue
+        state.append((rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    return tuple(state)
+
+
 def open_corpus(root: str, cache_dir: str | None = None) -> LocalCorpus:
-    return LocalCorpus(root, cache_dir=cache_dir)
+    """The folder's corpus, built once per process while the folder does not change.
+
+    A second research in the same process (a Dagster code server or ``run_research`` in a loop)
+    re-indexes nothing: the folder's state (:func:`folder_state`) is compared with the one the
+    open corpus was built from, and any difference builds it again (itself from the disk caches
+    under ``cache_dir`` for unchanged files). The corpus is the same whatever ``cache_dir`` is:
+    that folder only saves work, so it is not part of the key."""
+    resolved = Path(root).resolve()
+    key = str(resolved)
+    state = folder_state(resolved)
+    with _corpora_lock:  # one build at a time: two threads opening one folder build it once
+        entry = _corpora.get(key)
+        if entry is not None and entry[0] == state:
+            _corpora.move_to_end(key)
+            _corpora_stats["hits"] += 1
+            return entry[1]
+        corpus = LocalCorpus(resolved, cache_dir=cache_dir)
+        _corpora_stats["builds"] += 1
+        _corpora[key] = (state, corpus)
+        while len(_corpora) > _CORPORA_SIZE:
+            _corpora.popitem(last=False)
+    return corpus
+
+
+def corpus_cache_info() -> dict[str, int]:
+    with _corpora_lock:
+        return {**_corpora_stats, "size": len(_corpora)}
+
+
+def clear_corpus_cache() -> None:
+    """Forget the open corpora (the next open re-checks the disk snapshot)."""
+    with _corpora_lock:
+        _corpora.clear()
+        _corpora_stats.update(hits=0, builds=0)
 
 
 # --- tool output ---------------------------------------------------------------------------------
@@ -515,6 +583,9 @@ class ReadDocumentArgs(BaseModel):
         default=None, ge=1, description="first passage to read (from local_search 'passage'); omit for the whole"
     )
     end: int | None = Field(default=None, ge=1, description="last passage to read (default: start)")
+    offset: int | None = Field(
+        default=None, ge=0, description="byte offset in a large text file: reads the window there from disk"
+    )
 
 
 def corpus_tools(corpus: LocalCorpus) -> list[Tool]:
@@ -526,6 +597,15 @@ def corpus_tools(corpus: LocalCorpus) -> list[Tool]:
     def read(args: ReadDocumentArgs) -> ToolResult:
         doc = corpus.get(args.path)
         title = f"{doc.title} (superseded)" if doc.superseded else doc.title
+        if args.offset is not None:
+            # Any part of a huge text file, also past what was indexed: one window from disk.
+            if not streamable(doc.path):
+                raise ToolError(f"{doc.path}: offset reads only .txt/.md/.csv files; read passages with start/end")
+            w = read_text_window(corpus.root / doc.path, args.offset, MAX_READ_CHARS)
+            where = f"bytes {w.start:,}–{w.end:,}"
+            more = [] if w.eof else [f"[{where} of {w.size:,}; call read_document with offset={w.end}]"]
+            content = "\n\n".join([*_banner(doc), w.text.strip(), *more]) + "\n"
+            return ToolResult(content=content, kind="text", source=doc.path, source_title=f"{title} — {where}")
         if args.start is None and args.end is None:
             # A long document: its first window of passages, ending with where to go on.
             whole = len(doc.text) <= MAX_READ_CHARS
@@ -566,8 +646,11 @@ __all__ = [
     "Document",
     "LocalCorpus",
     "PassageHit",
+    "clear_corpus_cache",
+    "corpus_cache_info",
     "corpus_tools",
     "find_date",
+    "folder_state",
     "load_document",
     "open_corpus",
     "snippet",

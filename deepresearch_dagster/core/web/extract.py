@@ -12,19 +12,29 @@ repairs: layout tables (a whole article inside a cell) become divs, and an artic
 containers of the same class (``article__chunks`` and the like) is joined into one, since trafilatura takes the
 first matching container only. Measured with ``benchmarks/extraction_f1.py`` on a DEV split of the Article
 Extraction Benchmark pages, then confirmed on a held-out split nobody looked at (figures in that script's output).
+
+Cost (it is most of a web research's local CPU): the title comes from trafilatura's own title rules without the
+rest of its metadata pass (dates, authors, licences: not used here); recall mode runs only when it could change
+the result; and results are memoized by sha256 of the page and the extractor settings (``extract_cache_info``),
+so a page read again (a later research, a re-run, the corpus's HTML files) is not extracted again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import io
 import re
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
+from html import unescape
 
 import lxml.html
 import trafilatura
 from lxml import etree
+from trafilatura.metadata import examine_meta, extract_meta_json, extract_title
 from trafilatura.settings import use_config
-from trafilatura.utils import load_html
+from trafilatura.utils import line_processing, load_html
 
 # EXTRACTION_TIMEOUT=0: trafilatura's timeout uses signal.alarm, which only works in the main thread;
 # Dagster runs ops in worker threads.
@@ -51,10 +61,61 @@ _BLOCK_TAGS = (
 )
 # Precision-mode text shorter than this share of recall-mode text is taken as a misread page.
 _PRECISION_FLOOR = 0.5
+# Everything extract_html's output depends on besides (html, url): bump EXTRACT_VERSION whenever the code
+# above or below changes what it returns, so memoized results of the old code are never served.
+EXTRACT_VERSION = 2
+_SETTINGS_KEY = f"extract_html/{EXTRACT_VERSION}/trafilatura {trafilatura.__version__}/floor {_PRECISION_FLOOR}"
+# Memoized results (title, text) by sha256(settings, url, page): ~100 pages of main text at most.
+_MEMO_SIZE = 128
+_memo: OrderedDict[str, tuple[str | None, str]] = OrderedDict()
+_memo_lock = threading.Lock()
+_memo_stats = {"hits": 0, "misses": 0}
+# Text of these elements never reaches trafilatura's output, except JSON-LD (its baseline reads articleBody).
+_CODE_TAGS = ("script", "style")
+_JSON_ATTRIBUTE = "data-preloaded"  # Discourse forums: posts as JSON in an attribute
+
+
+def extract_cache_key(html: str, url: str | None = None) -> str:
+    """sha256 of the extractor settings, the URL and the page: equal keys give equal results."""
+    h = hashlib.sha256(_SETTINGS_KEY.encode())
+    h.update(b"\0" + repr(url).encode("utf-8", "surrogatepass") + b"\0")  # None and "" stay apart
+    h.update(html.encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def extract_cache_info() -> dict[str, int]:
+    """Hits and misses of the extract_html memo since the process started (or the last clear)."""
+    with _memo_lock:
+        return {**_memo_stats, "size": len(_memo)}
+
+
+def clear_extract_cache() -> None:
+    with _memo_lock:
+        _memo.clear()
+        _memo_stats.update(hits=0, misses=0)
 
 
 def extract_html(html: str, url: str | None = None) -> tuple[str | None, str]:
-    """Return (title, main text) of an HTML page; paragraphs are separated by blank lines."""
+    """Return (title, main text) of an HTML page; paragraphs are separated by blank lines.
+
+    A pure function of (html, url) and the extractor settings, memoized on their sha256."""
+    key = extract_cache_key(html, url)
+    with _memo_lock:
+        found = _memo.get(key)
+        if found is not None:
+            _memo.move_to_end(key)
+            _memo_stats["hits"] += 1
+            return found
+        _memo_stats["misses"] += 1
+    result = _extract_html(html, url)
+    with _memo_lock:
+        _memo[key] = result
+        while len(_memo) > _MEMO_SIZE:
+            _memo.popitem(last=False)
+    return result
+
+
+def _extract_html(html: str, url: str | None) -> tuple[str | None, str]:
     tree = _load(html)
     if tree is None:
         return None, ""
@@ -66,9 +127,13 @@ def extract_html(html: str, url: str | None = None) -> tuple[str | None, str]:
     text = _trafilatura(tree, url, favor_precision=True)
     # Safety net: precision mode can over-prune a page it misreads. On DEV its text was never below 0.79 of
     # recall mode's, so a precision text under half of it is taken as a misread and recall mode's text is used.
-    recall = _trafilatura(tree, url, favor_recall=True)
-    if _words(text) < _PRECISION_FLOOR * _words(recall):
-        text = recall
+    # Recall mode cannot have more words than the page holds (_word_bound), so when the precision text already
+    # has half of those the recall pass could not change the result and is skipped.
+    words = _words(text)
+    if words < _PRECISION_FLOOR * _word_bound(tree):
+        recall = _trafilatura(tree, url, favor_recall=True)
+        if words < _PRECISION_FLOOR * _words(recall):
+            text = recall
     if not text:
         # Tiny or unusual pages make trafilatura give up; the visible text is better than nothing.
         body = tree.find(".//body")
@@ -96,6 +161,24 @@ def _trafilatura(tree: lxml.html.HtmlElement, url: str | None, **focus: bool) ->
 
 def _words(text: str) -> int:
     return len(_TOKEN.findall(text))
+
+
+def _word_bound(tree: lxml.html.HtmlElement) -> int:
+    """At least as many words as any trafilatura output for the tree: the words of every text node counted
+    separately (a word split by markup counts twice), plus JSON in scripts and Discourse's preload attribute
+    (trafilatura's baseline reads article bodies embedded there); only script code and styles are left out.
+    Checked on 196 pages (benchmarks/extraction_f1.py's data): the result never differs from always running
+    the recall pass (tests/core/web/test_extract_cache.py keeps a few of them)."""
+    total = 0
+    for node in tree.iter():
+        total += _words(node.tail or "")
+        if not isinstance(node.tag, str):
+            continue
+        tag = node.tag.lower()
+        if tag not in _CODE_TAGS or (tag == "script" and "json" in (node.get("type") or "").lower()):
+            total += _words(node.text or "")
+        total += _words(node.get(_JSON_ATTRIBUTE) or "")
+    return total
 
 
 def extract_pdf(data: bytes) -> tuple[str | None, str]:
@@ -191,12 +274,30 @@ def _parse(html: str) -> lxml.html.HtmlElement | None:
 
 
 def _title(tree: lxml.html.HtmlElement, url: str | None) -> str | None:
-    meta = trafilatura.extract_metadata(tree, default_url=url)
-    if meta is not None and meta.title:
-        return meta.title.strip()
+    meta = _metadata_title(tree)
+    if meta:
+        return meta.strip()
     node = tree.find(".//title")
     text = node.text_content().strip() if node is not None else ""
     return text or None
+
+
+def _metadata_title(tree: lxml.html.HtmlElement) -> str | None:
+    """The title ``trafilatura.extract_metadata`` gives, by the same steps in the same order (meta tags, then
+    JSON-LD, then the page's own title rules, then its final clean-up), without its date, author, site-name,
+    category and licence passes (a third of the extraction time on the benchmark pages)."""
+    metadata = examine_meta(tree)
+    if metadata.author and " " not in metadata.author:
+        metadata.author = None
+    # extract_metadata ignores bugs in trafilatura's JSON metadata code the same way.
+    with contextlib.suppress(Exception):
+        metadata = extract_meta_json(tree, metadata)
+    title = metadata.title or extract_title(tree)
+    if not isinstance(title, str):
+        return None
+    if len(title) > 10000:
+        title = title[:9999] + "…"
+    return line_processing(unescape(title)) or None
 
 
 def _unwrap_layout_tables(tree: lxml.html.HtmlElement) -> None:

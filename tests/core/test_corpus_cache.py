@@ -1,0 +1,79 @@
+"""open_corpus: one index per folder and process, rebuilt whenever the folder changes (never stale)."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from deepresearch_dagster.core.tools import local_search
+from deepresearch_dagster.core.tools.local_search import corpus_cache_info, folder_state, open_corpus
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    local_search.clear_corpus_cache()
+
+
+def _top(corpus: local_search.LocalCorpus, query: str) -> str:
+    hits = corpus.search(query, k=1)
+    return hits[0][0].path if hits else ""
+
+
+def test_a_second_research_reuses_the_index_whatever_its_artifacts_folder(corpus_dir: Path, tmp_path: Path) -> None:
+    first = open_corpus(str(corpus_dir), str(tmp_path / "run1" / "corpus_cache"))
+    second = open_corpus(str(corpus_dir), str(tmp_path / "run2" / "corpus_cache"))
+
+    assert second is first
+    assert corpus_cache_info()["builds"] == 1 and corpus_cache_info()["hits"] == 1
+
+
+def test_a_changed_file_is_indexed_again(corpus_dir: Path, tmp_path: Path) -> None:
+    cache = str(tmp_path / "cache")
+    before = open_corpus(str(corpus_dir), cache)
+    assert "zeppelin" not in before.get("garden_roses.html").text.lower()
+
+    page = corpus_dir / "garden_roses.html"
+    page.write_text(page.read_text("utf-8").replace("late winter", "late winter, when the zeppelin moors"), "utf-8")
+    after = open_corpus(str(corpus_dir), cache)
+
+    assert after is not before
+    assert "zeppelin" in after.get("garden_roses.html").text.lower()
+    assert _top(after, "zeppelin moors") == "garden_roses.html"
+
+
+def test_same_size_rewrite_with_a_new_mtime_is_indexed_again(corpus_dir: Path, tmp_path: Path) -> None:
+    doc = corpus_dir / "sodium_ion_costs.txt"
+    text = doc.read_text("utf-8")
+    before = open_corpus(str(corpus_dir), str(tmp_path / "cache"))
+    stat = doc.stat()
+
+    swapped = text.replace("sodium", "SODIUM", 1)  # same size, different bytes
+    assert len(swapped.encode()) == len(text.encode()) and swapped != text
+    doc.write_text(swapped, "utf-8")
+    os.utime(doc, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    after = open_corpus(str(corpus_dir), str(tmp_path / "cache"))
+
+    assert after is not before and "SODIUM" in after.get("sodium_ion_costs.txt").text
+
+
+def test_added_and_removed_files_are_seen(corpus_dir: Path, tmp_path: Path) -> None:
+    cache = str(tmp_path / "cache")
+    open_corpus(str(corpus_dir), cache)
+    (corpus_dir / "quokka_census.md").write_text("# Quokka census\n\nRottnest Island counted 12,000 quokkas.\n")
+    added = open_corpus(str(corpus_dir), cache)
+    assert _top(added, "quokka census rottnest") == "quokka_census.md"
+
+    (corpus_dir / "quokka_census.md").unlink()
+    removed = open_corpus(str(corpus_dir), cache)
+    assert all(d.path != "quokka_census.md" for d in removed.documents)
+    with pytest.raises(local_search.ToolError):
+        removed.get("quokka_census.md")
+
+
+def test_folder_state_ignores_files_the_corpus_does_not_index(corpus_dir: Path) -> None:
+    state = folder_state(corpus_dir)
+    (corpus_dir / ".hidden.md").write_text("not indexed")
+    (corpus_dir / "notes.unknownext").write_text("not indexed")
+    assert folder_state(corpus_dir) == state
+    (corpus_dir / "new.md").write_text("# New\n\nIndexed.\n")
+    assert folder_state(corpus_dir) != state
