@@ -6,17 +6,26 @@ dropping the fetch header, code and non-English blocks. Units are scored with BM
 output's own units) against a weighted query: the step title, the step description and queries
 (the step's topic) and the plan title (the question's entity), so the sentences that answer the
 step win wherever they stand. Facts (numbers, dates, names) get a small bonus; sentences that
-lean on missing context a penalty. The summary is the three best self-contained sentences; the
-extraction adds the next best units while the injected message stays within ~5 % of the raw
-output. In a short document (≤ ~800 tokens: a fact sheet, a passage) fact-bearing units — table
-rows, bullets and sentences with figures, dates or names — may fill up to 10 items within ~70 % of
-it, the matching ones first, then the rest in reading order. Headings (and the read_document
-banner) are context only; nothing under a SUPERSEDED heading is kept. Search listings become three
-short sentences, never larger than the listing.
+lean on missing context a penalty.
+
+Size budget: the whole injected message (JSON keys, title, summary, extraction, artifact file name)
+gets 5 % of the raw output's tokens (``message_budget``), never less than the contract's floor (a
+5-word title and three sentences). The summary opens with the best unit, then the next two best
+informative ones (about the step's title or the question's entity, not only its generic words).
+Each may be trimmed to a coordinated clause or lose a trailing phrase when that is still a
+sentence that keeps most of its score and every number, date and name: the most relevant
+combination that fits the budget wins (whole sentences first), else (a page too short for the
+floor) the shortest. The title then grows to 12 words and the extraction adds the next best units,
+never repeating the summary, while the message fits. In a short document (≤ ~800 tokens: a fact sheet,
+a passage) fact-bearing units — table rows, bullets and sentences with figures, dates or names —
+may fill up to 10 items within ~70 % of it, the matching ones first, then the rest in reading
+order. Headings (and the read_document banner) are context only; nothing under a SUPERSEDED
+heading is kept. Search listings become three short sentences, never larger than the listing.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -24,7 +33,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..text import content_terms, count_sentences, estimate_tokens, is_instruction, split_sentences, words
+from ..text import STOPWORDS, content_terms, count_sentences, estimate_tokens, is_instruction, split_sentences, words
 from .aspects import aspect_terms
 from .sentences import context_dependent, has_fact, is_fragment, looks_english, looks_like_code, named_entities
 from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, LIST_MARKER, cap_words
@@ -37,18 +46,37 @@ SECTION_WORDS = set(content_terms("background overview introduction context limi
 _NUMBER_WORDS = re.compile(
     r"\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|dozen|hundred|thousand)\b", re.IGNORECASE
 )
-# Share of the raw output the injected message may take (seed 000: >80 %; goal 95 % per call),
-# and the message's fixed cost (JSON keys, title, artifact file name) in estimated tokens.
+# The size budget: the whole injected message (JSON keys, title, summary, extraction, artifact
+# file name) may take this share of the raw output (goal: ≥ 95 % reduction per call), at most
+# MAX_MESSAGE_TOKENS; a short fact sheet's facts may take FACT_RATIO of it (at most MAX_FACT_TOKENS).
 TARGET_RATIO = 0.05
-MESSAGE_OVERHEAD = 45
-MAX_CONTENT_TOKENS = 350
+MAX_MESSAGE_TOKENS = 400
 MAX_EXTRACTION = 10
 FACT_RATIO = 0.7
 MAX_FACT_TOKENS = 220
 FACT_SHEET_TOKENS = 800
+# Fixed costs, in estimated tokens: the empty message, an artifact file name ("…_fetch_url.txt")
+# and each extraction item's quotes and comma.
+JSON_TOKENS = 29
+ARTIFACT_TOKENS = 3
+ITEM_TOKENS = 3
+MAX_TITLE_TOKENS = 12
+# The contract's floor, whatever the budget: a title and three summary sentences of at most
+# MAX_SENTENCE_TOKENS each, plus the padding sentences that top up a summary short of three.
+PADDING_TOKENS = 40
 SUMMARY_SENTENCES = 3
+SUMMARY_CANDIDATES = 8
 MAX_SUMMARY_WORDS = 50
+MAX_SENTENCE_TOKENS = 60
 MAX_UNIT_WORDS = 90
+# The summary's other sentences are the best informative units among the SUMMARY_CANDIDATES best:
+# about the step's title or the question's entity and scored at least INFORMATIVE of the best.
+# A sentence trimmed to a clause must keep KEEP of its score and all its numbers, dates and names.
+INFORMATIVE = 0.1
+KEEP = 0.8
+FLOOR_TOKENS = (
+    JSON_TOKENS + ARTIFACT_TOKENS + MAX_TITLE_TOKENS + SUMMARY_SENTENCES * MAX_SENTENCE_TOKENS + PADDING_TOKENS
+)
 _BM25_K1, _BM25_B = 1.2, 0.75
 
 _FETCH_HEADER = re.compile(r"^\s*Title:[^\n]*?\s+URL:\s*\S+\s*(?:Note: truncated at \d+ bytes\s*)?", re.IGNORECASE)
@@ -339,15 +367,17 @@ def _weighted_query(payload: dict[str, Any]) -> tuple[dict[str, float], set[str]
     return weights, step_topic, entity
 
 
-def _scores(units: list[Unit], weights: dict[str, float], entity: set[str] | None = None) -> list[float]:
-    """BM25 of each unit against the weighted query. The entity's words count as one concept (the
-    best of them plus a fifth of the rest): "solid-state batteries" is one match, not three."""
+def _scorer(units: list[Unit], weights: dict[str, float], entity: set[str] | None = None) -> Any:
+    """BM25 of a unit against the weighted query, with the statistics of the output's ``units``.
+
+    The entity's words count as one concept (the best of them plus a fifth of the rest):
+    "solid-state batteries" is one match, not three."""
     entity = entity or set()
     n = len(units)
     df = Counter(t for u in units for t in set(u.terms))
     avgdl = sum(len(u.terms) for u in units) / n or 1.0
-    out = []
-    for u in units:
+
+    def score(u: Unit) -> float:
         tf = Counter(u.terms)
         dl = len(u.terms) or 1
         s = 0.0
@@ -376,8 +406,15 @@ def _scores(units: list[Unit], weights: dict[str, float], entity: set[str] | Non
                     s *= 0.5  # quoted out of its paragraph it reads as a riddle
                 elif is_fragment(u.text):
                     s *= 0.7
-        out.append(s)
-    return out
+        return s
+
+    return score
+
+
+def _scores(units: list[Unit], weights: dict[str, float], entity: set[str] | None = None) -> list[float]:
+    """BM25 of each unit against the weighted query (see ``_scorer``)."""
+    score = _scorer(units, weights, entity)
+    return [score(u) for u in units]
 
 
 def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -424,7 +461,8 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
         return _not_useful("The output does not address the step's topic.", step_title)
 
     raw_tokens = estimate_tokens(raw)
-    budget = min(MAX_CONTENT_TOKENS, max(0, int(TARGET_RATIO * raw_tokens) - MESSAGE_OVERHEAD))
+    short = raw_tokens <= FACT_SHEET_TOKENS
+    budget = message_budget(raw_tokens)
     ranked = [i for i in sorted(range(len(units)), key=lambda i: (-scores[i], i)) if scores[i] > 0]
     top = scores[ranked[0]]
     # A title line repeated as text ("Board update Q4 2025" on page 1) is context, not a finding.
@@ -435,53 +473,257 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
         # Context-dependent sentences stay eligible (scored at half): "It is named after Erasto
         # Mpemba" may be the answer; the reporter drops them when it quotes.
         # Fragments too (scored at 0.7): the verb test is crude and the answer comes first.
-        return u.kind == "sentence" and len(words(u.text)) <= MAX_SUMMARY_WORDS
+        return u.kind == "sentence" and _fits_summary(u.text)
 
-    summary_idx = [i for i in ranked if summary_ok(units[i])][:SUMMARY_SENTENCES]
+    eligible = [i for i in ranked if summary_ok(units[i])][:SUMMARY_CANDIDATES]
     for i in ranked:  # too few self-contained sentences: rows, items, then anything relevant
-        if len(summary_idx) >= SUMMARY_SENTENCES:
+        if len(eligible) >= SUMMARY_SENTENCES:
             break
-        if i not in summary_idx and len(words(units[i].text)) <= MAX_SUMMARY_WORDS:
-            summary_idx.append(i)
-    summary_sents = [_as_sentence(units[i].text) for i in summary_idx]
-    used = sum(estimate_tokens(s) for s in summary_sents)
-    extraction_idx: list[int] = []
+        if i not in eligible and _fits_summary(units[i].text):
+            eligible.append(i)
+    # The summary opens with the best unit, then the next two best informative ones (about the
+    # step's title or the question's entity, not only its generic words such as "many"), else the
+    # next best: each whole, or trimmed to its answer-bearing clause when the budget is tight.
+    topical = (set(content_terms(step_title)) - INSTRUCTION_WORDS - TEMPLATE_WORDS) | entity
+    informative = [i for i in eligible[1:] if scores[i] >= INFORMATIVE * top and topical & set(units[i].terms)]
+    pool = eligible[:1] + [*informative, *(i for i in eligible[1:] if i not in informative)][: SUMMARY_SENTENCES - 1]
+    source_title = payload.get("source_title") or (header.group(1).strip() if header else "") or units[0].text
+    titles = _titles(source_title)
+    title = titles[0]
+    score_of = _scorer(units, weights, entity)
+    forms = [_forms(units[i], scores[i], score_of) for i in pool]
+    room = budget - _message_tokens(title, [], [])
+    chosen = _choose_summary(forms, room)
+    summary_idx = [pool[k] for k, _ in chosen]
+    summary_sents = [form.text for _, form in chosen]
+    padding = _padding(source_title, raw)
+    # Odd punctuation can make two picked sentences read back as one; top up until the joined
+    # summary counts 3 sentences by the schema's own rule.
+    while count_sentences(" ".join(summary_sents)) < SUMMARY_SENTENCES and padding:
+        summary_sents.append(padding.pop(0))
+    while count_sentences(" ".join(summary_sents)) > 10:
+        summary_sents.pop()
+    # The longest title (up to 12 words) that still fits the budget.
+    title = next((t for t in reversed(titles) if _message_tokens(t, summary_sents, []) <= budget), title)
+    used = _message_tokens(title, summary_sents, [])
     # Fact-bearing units that match the step (table rows and bullets with figures, dates, names)
     # may use a larger, still bounded share: a short fact sheet is mostly its facts.
-    short = raw_tokens <= FACT_SHEET_TOKENS
-    fact_budget = max(budget, min(MAX_FACT_TOKENS, int(FACT_RATIO * raw_tokens))) if short else budget
+    # Its facts come on top of the summary, as long as the message stays below the raw output.
+    fact_budget = min(raw_tokens, used + min(MAX_FACT_TOKENS, int(FACT_RATIO * raw_tokens))) if short else budget
     # Then the document's other facts in reading order: the researcher read this document for the
     # step, and a fact sheet's rows rarely repeat the step's words ("KPI: On-time rate; 2025: 96%").
     # Only in a short document (a fact sheet, a passage): a long page's stray figures stay on disk.
     rest = [i for i, u in enumerate(units) if short and scores[i] <= 0 and _fact_unit(u) and _norm(u.text) != title_key]
+    said = _norm(" ".join(summary_sents))
+    extraction_idx: list[int] = []
     for i in ranked + rest:
         if len(extraction_idx) >= MAX_EXTRACTION:
             break
         if i in summary_idx or _METADATA.match(units[i].text):
             continue
+        text = _norm(units[i].text)
+        if text in said or any(_norm(s) in text for s in summary_sents):
+            continue  # the summary says it already, or it repeats a summary clause
         factual = _fact_unit(units[i]) and (scores[i] >= 0.15 * top or scores[i] <= 0)
         factual = factual and (short or scores[i] >= 0.3 * top)
         if scores[i] < 0.3 * top and not factual:
             continue
-        cost = estimate_tokens(units[i].text) + 3
+        cost = _json_tokens(units[i].text) + ITEM_TOKENS
         if used + cost > (fact_budget if factual else budget):
             continue
         extraction_idx.append(i)
         used += cost
-    source_title = payload.get("source_title") or (header.group(1).strip() if header else "") or units[0].text
-    padding = [f'The source is titled "{cap_words(source_title, 12)}".', f"It contains about {len(raw.split())} words."]
-    # Odd punctuation can make two picked sentences read back as one; top up until the joined
-    # summary counts 3 sentences by the schema's own rule.
-    while count_sentences(" ".join(summary_sents)) < 3 and padding:
-        summary_sents.append(padding.pop(0))
-    while count_sentences(" ".join(summary_sents)) > 10:
-        summary_sents.pop()
     return {
-        "summary_title": _title(_short_title(source_title, 12), "— findings for this step"),
+        "summary_title": title,
         "summary": " ".join(summary_sents),
         "extraction": [units[i].text for i in sorted(extraction_idx)],
         "is_useful": True,
     }
+
+
+# ------------------------------------------------------------------------------------------ size budget
+
+
+def message_budget(raw_tokens: int, fact_sheet: bool = False) -> int:
+    """Tokens the injected message may take for a raw output of ``raw_tokens`` tokens.
+
+    The whole message the researcher sees — the JSON keys, title, summary, extraction and the
+    artifact file name — gets ``TARGET_RATIO`` of the raw output (at most ``MAX_MESSAGE_TOKENS``);
+    a short fact sheet's facts may take up to ``FACT_RATIO`` of it. The contract's floor (a
+    5-word title and three sentences) overrides the budget when the page is too short for it:
+    see ``FLOOR_TOKENS``.
+    """
+    budget = min(MAX_MESSAGE_TOKENS, int(TARGET_RATIO * raw_tokens))
+    if fact_sheet:
+        budget = max(budget, JSON_TOKENS + MAX_TITLE_TOKENS + min(MAX_FACT_TOKENS, int(FACT_RATIO * raw_tokens)))
+    return budget
+
+
+def _fits_summary(text: str) -> bool:
+    return len(words(text)) <= MAX_SUMMARY_WORDS and _json_tokens(_as_sentence(text)) <= MAX_SENTENCE_TOKENS
+
+
+def _padding(source_title: str, raw: str) -> list[str]:
+    """Sentences that say what the source is, for a summary short of three sentences."""
+    named = f'The source is titled "{cap_words(source_title, 12)}".'
+    if _json_tokens(named) > PADDING_TOKENS // 2:  # symbols and long words: plain words only
+        named = f'The source is titled "{cap_words(" ".join(re.findall(r"[A-Za-z0-9]+", source_title)), 12)}".'
+    return [named, f"It contains about {len(raw.split())} words.", "The full output is kept on disk."]
+
+
+def _json_tokens(text: str) -> int:
+    """Tokens of ``text`` inside the JSON message (quotes, backslashes and controls escaped)."""
+    return estimate_tokens(json.dumps(text, ensure_ascii=False)) - 2
+
+
+def _message_tokens(title: str, sentences: list[str], items: list[str]) -> int:
+    """The injected message's size, as the researcher's conversation counts it."""
+    message = {"summary_title": title, "summary": " ".join(sentences), "extraction": items, "artifact_file": ""}
+    return estimate_tokens(json.dumps(message, ensure_ascii=False)) + ARTIFACT_TOKENS
+
+
+def _titles(source_title: str) -> list[str]:
+    """Schema-valid titles of the source, shortest first (5 to 12 words)."""
+    out: list[str] = []
+    for n in range(5, 13):
+        title = _title(_short_title(source_title, n), "— findings for this step")
+        if title not in out:
+            out.append(title)
+    out.sort(key=_json_tokens)
+    if _json_tokens(out[0]) > MAX_TITLE_TOKENS:  # symbols and long words: plain words only
+        plain = cap_words(" ".join(re.findall(r"\w+", source_title)), 5)
+        out.insert(0, _title(plain, "findings for this step"))
+    return out
+
+
+@dataclass(frozen=True)
+class Form:
+    """A candidate summary sentence: a unit's text or its answer-bearing clause, with its cost."""
+
+    text: str
+    tokens: int
+    score: float
+    full: bool
+
+
+def _forms(u: Unit, score: float, score_of: Any) -> list[Form]:
+    """The unit as a sentence, and (for a prose sentence) its clauses that stand alone.
+
+    A clause keeps the unit's score in proportion to its own BM25 score (never above the whole
+    sentence's) and is offered only if it keeps ``KEEP`` of it and every number, date and name of
+    the sentence: trimming drops wording, never a fact.
+    """
+    full = _as_sentence(u.text)
+    out = [Form(full, _json_tokens(full), score, True)]
+    if u.kind != "sentence" or score <= 0:
+        return out
+    base = score_of(u)
+    if base <= 0:
+        return out
+    for clause in _clauses(u.text):
+        part = score_of(Unit(clause, u.kind, u.pos, content_terms(clause), u.context, u.block))
+        # A clause must keep most of the sentence's relevance and every number, date and name in it.
+        if part >= KEEP * base and _specifics(u.text) <= _specifics(clause):
+            out.append(Form(clause, _json_tokens(clause), score * min(1.0, part / base), False))
+    return out
+
+
+# Coordinated clauses ("…, and the French scholar … announced …") may each stand alone; a trailing
+# relative or participial phrase ("…, which opened …", "…, with each …") may be dropped.
+_COORDINATION = re.compile(r"(?:,|;)\s+(?:and|but|while|whereas|yet|so|although|though)\s+|;\s+")
+_TRAILING = re.compile(
+    r",\s+(?=(?:which|who|whose|with|including|according to|as well as|making|leaving|causing|bringing)\b)"
+    r"|\s+(?=(?:during|in|by|through|after|for) which\b)|\s+\(|\s+[—–]\s+"
+)
+
+
+def _clauses(sentence: str) -> list[str]:
+    """Shorter sentences inside ``sentence``: its coordinated clauses, without trailing phrases.
+
+    Only pieces that are still sentences (five words or more, a verb, balanced quotes and
+    brackets, no instruction) are returned, verbatim but for the first letter's case and a full
+    stop.
+    """
+    body = sentence.strip()
+    end = re.search(r"[.!?][\"')\]”’]*$", body)
+    body = body[: end.start()] if end else body
+    cuts = list(_COORDINATION.finditer(body))
+    # A cut joins two clauses only when the pieces on both sides read as clauses ("Red, and blue,
+    # and green paint were sold" is a list, not three clauses; the verb test is crude, so the
+    # piece before a cut needs only a clause's length).
+    bounds = [0, *(x for m in cuts for x in (m.start(), m.end())), len(body)]
+    pieces = [body[bounds[2 * k] : bounds[2 * k + 1]] for k in range(len(cuts) + 1)]
+    cuts = [m for k, m in enumerate(cuts) if len(words(pieces[k])) >= 5 and _clause_like(pieces[k + 1])]
+    starts = [0, *(m.end() for m in cuts)]
+    stops = [*(m.start() for m in cuts), len(body)]
+    spans = [
+        body[starts[a] : stops[b]] for a in range(len(starts)) for b in range(a, len(stops)) if (a, b) != (0, len(cuts))
+    ]
+    out: list[str] = []
+    for span in [*spans, body]:
+        pieces = [span]
+        trailing = _TRAILING.search(span)
+        if trailing:
+            pieces.append(span[: trailing.start()])
+        for piece in pieces:
+            piece = piece.strip().rstrip(",;:—– ")
+            if piece == body or not _clause_like(piece) or not _balanced(piece) or is_instruction(piece):
+                continue
+            text = piece[:1].upper() + piece[1:] + "."
+            if text not in out:
+                out.append(text)
+    return out
+
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _specifics(text: str) -> set[str]:
+    """The numbers (dates, figures) and names of a sentence: what trimming must never drop."""
+    names = {w.strip(".,;:()\"'“”‘’").lower() for w in text.split()[1:] if w[:1].isupper()} - {""}
+    return set(_NUMBER.findall(text)) | (names - STOPWORDS)
+
+
+def _clause_like(text: str) -> bool:
+    return len(words(text)) >= 5 and not is_fragment(text)
+
+
+def _balanced(text: str) -> bool:
+    return (
+        text.count('"') % 2 == 0
+        and text.count("(") == text.count(")")
+        and text.count("“") == text.count("”")
+        and text.count("[") == text.count("]")
+    )
+
+
+def _choose_summary(forms: list[list[Form]], room: int) -> list[tuple[int, Form]]:
+    """One form of each unit: the most relevant combination within ``room`` tokens (whole
+    sentences first), else — a page too short for the contract's floor — the shortest."""
+    forms = [_pareto(f) for f in forms]
+    best: tuple[tuple[float, int], tuple[Form, ...]] | None = None  # ties: the whole sentences
+    floor: tuple[tuple[int, float], tuple[Form, ...]] | None = None
+    for combo in itertools.product(*forms):
+        tokens = sum(f.tokens for f in combo)
+        score = sum(f.score for f in combo)
+        if tokens <= room and (best is None or (score, tokens) > best[0]):
+            best = (score, tokens), combo
+        if floor is None or (tokens, -score) < floor[0]:
+            floor = (tokens, -score), combo
+    chosen = best or floor
+    return list(enumerate(chosen[1])) if chosen else []
+
+
+def _pareto(forms: list[Form]) -> list[Form]:
+    """The forms no other form beats on both size and score (the full sentence always stays)."""
+    return [
+        f
+        for f in forms
+        if f.full
+        or not any(
+            g.tokens <= f.tokens and g.score >= f.score and (g.tokens < f.tokens or g.score > f.score) for g in forms
+        )
+    ]
 
 
 def _norm(text: str) -> str:
