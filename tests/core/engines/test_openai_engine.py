@@ -411,3 +411,18 @@ def test_a_request_queued_behind_a_streaming_one_is_not_cut_as_silent():
             answers = list(pool.map(lambda _: ask(eng), range(2)))
     assert all(json.loads(a.text)["plan_title"] for a in answers)
     assert [a.attempts for a in answers] == [[], []] and len(server.requests) == 2
+
+
+def test_server_sent_events_are_read_like_the_spec_says():
+    from deepresearch_dagster.core.llm.openai_engine import _sse_data
+
+    lines = [": ping - 2026-11-23", "", "event: message", 'data: {"a":', "data: 1}", "", "data:[DONE]", ""]
+    assert list(_sse_data(iter(lines))) == ['{"a":\n1}', "[DONE]"]
+
+
+def test_an_error_event_inside_a_stream_is_retried():
+    with FakeOpenAIServer() as server:
+        server.script("planner", {"raw_body": 'data: {"error": {"message": "slot crashed"}}\n\n'})
+        completion = ask(engine(server))
+    assert [a.status for a in completion.attempts] == ["retry"] and "slot crashed" in completion.attempts[0].error
+    assert json.loads(completion.text)["plan_title"]
