@@ -80,9 +80,15 @@ def machine() -> dict[str, Any]:
     }
 
 
-def figure(name: str, value: Any, goal: str | None = None, met: bool | None = None, unit: str = "") -> dict[str, Any]:
-    """One line of the suite's summary table."""
-    return {"figure": name, "value": value, "unit": unit, "goal": goal, "met": met}
+def figure(
+    name: str, value: Any, goal: str | None = None, met: bool | None = None, unit: str = "", why: str | None = None
+) -> dict[str, Any]:
+    """One line of the suite's summary table. ``why``: for a goal not met, the measured reason and
+    what it would take (built from the benchmark's own figures, printed under the table)."""
+    fig = {"figure": name, "value": value, "unit": unit, "goal": goal, "met": met}
+    if why and met is False:
+        fig["why"] = why
+    return fig
 
 
 def write_result(name: str, data: dict[str, Any], out: Path | None = None) -> Path:

@@ -298,6 +298,15 @@ def answer_retention_figures(summary: list[dict[str, Any]]) -> dict[str, Any]:
             pct = round(100 * res["all_retained"] / res["trials"], 1)
             summary.append(figure("answer kept, EVAL all positions and forms", pct, "≥ 90 %", pct >= 90.0, "%"))
             med = res["large_reduction_median_pct"]
+            below = res["large_calls"] - res["larger_calls"]
+            why = (
+                f"the contract's floor (a 5-word title and three sentences, about 80-105 tokens with the JSON) is "
+                f"more than 5 % of a page under ~2,000 tokens, and {below} of the {res['large_calls']} calls are "
+                f"between {answer_retention.LARGE_RAW_TOKENS:,} and {answer_retention.LARGER_RAW_TOKENS:,} tokens; "
+                f"on the {res['larger_calls']} calls of ≥ {answer_retention.LARGER_RAW_TOKENS:,} tokens the median is "
+                f"{res['larger_reduction_median_pct']} %. It would take a contract allowing a one- or two-sentence "
+                "summary for short outputs."
+            )
             summary.append(
                 figure(
                     f"per-call reduction, EVAL pages ≥ {answer_retention.LARGE_RAW_TOKENS} tokens (median)",
@@ -305,6 +314,14 @@ def answer_retention_figures(summary: list[dict[str, Any]]) -> dict[str, Any]:
                     "≥ 95 %",
                     med is not None and med >= 95.0,
                     "%",
+                    why,
+                )
+            )
+            summary.append(
+                figure(
+                    f"per-call reduction, EVAL pages ≥ {answer_retention.LARGER_RAW_TOKENS} tokens (median)",
+                    res["larger_reduction_median_pct"],
+                    unit="%",
                 )
             )
             larger = res["listings_larger_than_raw"]

@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 import time
 
 from common import REPO, RESULTS, machine, parse_args, print_table
@@ -50,11 +51,12 @@ HEADERS = ["figure", "now", "goal", "met"]
 MET = {True: "yes", False: "no", None: ""}
 
 
-def collect(failed: dict[str, int]) -> tuple[list[list[str]], list[dict]]:
-    """One row per summary figure of every benchmark with a results file (in suite order), and
-    where each benchmark's figures come from (mode, date). ``failed``: name -> exit code of a
-    benchmark that could not run this time (its row says so; older figures are not shown)."""
-    rows, sources = [], []
+def collect(failed: dict[str, int]) -> tuple[list[list[str]], list[dict], list[str]]:
+    """One row per summary figure of every benchmark with a results file (in suite order), where
+    each benchmark's figures come from (mode, date), and for every goal not met the benchmark's
+    measured reason ("<figure>: <why>"). ``failed``: name -> exit code of a benchmark that could
+    not run this time (its row says so; older figures are not shown)."""
+    rows, sources, reasons = [], [], []
     for number, name, title in BENCHMARKS:
         path = RESULTS / f"{name}.json"
         if name in failed:
@@ -76,16 +78,22 @@ def collect(failed: dict[str, int]) -> tuple[list[list[str]], list[dict]]:
         )
         for fig in figures:
             rows.append([f"{number} {fig['figure']}", _value(fig), fig.get("goal") or "", MET[fig.get("met")]])
-    return rows, sources
+            if fig.get("met") is False:
+                why = fig.get("why") or "no measured reason recorded by this benchmark"
+                reasons.append(f"{number} {fig['figure']}: {why}")
+    return rows, sources, reasons
 
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(rows: list[list[str]], sources: list[dict], info: dict) -> str:
+def markdown(rows: list[list[str]], sources: list[dict], info: dict, reasons: list[str]) -> str:
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    if reasons:
+        lines += ["", "Goals not met, with the measured reason and what it would take:", ""]
+        lines += [f"- {_cell(r)}" for r in reasons]
     made = ", ".join(
         f"{s['number']} `{s['name']}.py` ({', '.join(x for x in (s['mode'], s['date']) if x) or 'undated'})"
         for s in sources
@@ -123,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             failed[name] = code
     total = round(time.perf_counter() - suite_start, 1)
 
-    rows, sources = collect(failed)
+    rows, sources, reasons = collect(failed)
     info = machine()
     print(f"\n{'=' * 100}")
     print_table(
@@ -132,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         title=f"Benchmark summary — {info['date']}, {info['nproc']} CPUs, {info['memory_gib']} GiB, "
         f"Python {info['python']} (this run: {mode}; each benchmark's own mode and date in summary.md)",
     )
+    if reasons:
+        print("\nGoals not met, with the measured reason and what it would take:")
+        for reason in reasons:
+            print(textwrap.fill(reason, 100, initial_indent="- ", subsequent_indent="  "))
     if runs:
         print_table(
             ["#", "benchmark", "seconds", "exit"],
@@ -149,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                 "benchmarks": runs,
                 "sources": sources,
                 "table": [dict(zip(HEADERS, r, strict=True)) for r in rows],
+                "not_met": reasons,
             },
             indent=2,
             ensure_ascii=False,
@@ -157,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         encoding="utf-8",
     )
     md = RESULTS / "summary.md"
-    md.write_text(markdown(rows, sources, info), encoding="utf-8")
+    md.write_text(markdown(rows, sources, info, reasons), encoding="utf-8")
     print(f"wrote {out.relative_to(REPO)} and {md.relative_to(REPO)}")
     return 1 if failed else 0
 
