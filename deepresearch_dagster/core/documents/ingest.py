@@ -234,10 +234,17 @@ def index_folder(
     try:
         for rel, path, size, mtime in todo:
             result: ExtractedDocument | str
-            if size > max_bytes and streamable(rel):
-                # Hashed and extracted a window at a time: never read whole (stream.py).
+            if size > max_bytes and not streamable(rel):
+                result, sha = oversized(rel, size, max_bytes), ""
+                new_manifest[rel] = [size, mtime, "oversized"]
+            else:
+                data: bytes | None = None
                 try:
-                    sha = cache_key(sha256_file(path))
+                    if size > max_bytes:  # hashed and extracted a window at a time, never whole (stream.py)
+                        sha = cache_key(sha256_file(path))
+                    else:
+                        data = path.read_bytes()
+                        sha = sha256_bytes(data)
                 except OSError as exc:
                     out.skipped.append((rel, f"unreadable: {exc.strerror or exc}"))
                     continue
@@ -248,34 +255,12 @@ def index_folder(
                     out.from_cache += 1
                 else:
                     try:
-                        result = stream_text_document(path, rel)
+                        result = stream_text_document(path, rel) if data is None else extract_bytes(data, rel)
                     except SkipFile as exc:
                         result = str(exc)
                     except OSError as exc:
                         out.skipped.append((rel, f"unreadable: {exc.strerror or exc}"))
                         continue
-                    cache.put(sha, result)
-                    out.extracted += 1
-            elif size > max_bytes:
-                result, sha = oversized(rel, size, max_bytes), ""
-                new_manifest[rel] = [size, mtime, "oversized"]
-            else:
-                try:
-                    data = path.read_bytes()
-                except OSError as exc:
-                    out.skipped.append((rel, f"unreadable: {exc.strerror or exc}"))
-                    continue
-                sha = sha256_bytes(data)
-                out.hashed += 1
-                cached = cache.get(sha)
-                if cached is not None:
-                    result = cached
-                    out.from_cache += 1
-                else:
-                    try:
-                        result = extract_bytes(data, rel)
-                    except SkipFile as exc:
-                        result = str(exc)
                     cache.put(sha, result)
                     out.extracted += 1
             if sha:
