@@ -20,7 +20,7 @@ import os
 import re
 import shutil
 import threading
-from collections import Counter, OrderedDict, defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -43,6 +43,7 @@ from ..documents import (
 from ..documents.currency import find_date
 from ..documents.ingest import fingerprint, list_files, quick_fingerprint
 from ..documents.stream import streamable
+from ..memo import Memo
 from ..naming import short_hash
 from ..text import STOPWORDS, content_terms, split_sentences
 from .base import Tool, ToolError, ToolResult
@@ -395,10 +396,8 @@ class LocalCorpus:
 
 
 # Open corpora of this process by folder, each with the folder state it was built from.
-_CORPORA_SIZE = 8
-_corpora: OrderedDict[str, tuple[tuple[tuple[object, ...], ...], LocalCorpus]] = OrderedDict()
-_corpora_lock = threading.Lock()
-_corpora_stats = {"hits": 0, "builds": 0}
+_corpora: Memo[tuple[tuple[tuple[object, ...], ...], LocalCorpus]] = Memo(8)
+_build_lock = threading.Lock()  # one build at a time: two threads opening one folder build it once
 
 
 def folder_state(root: Path) -> tuple[tuple[object, ...], ...]:
@@ -427,30 +426,22 @@ def open_corpus(root: str, cache_dir: str | None = None) -> LocalCorpus:
     resolved = Path(root).resolve()
     key = str(resolved)
     state = folder_state(resolved)
-    with _corpora_lock:  # one build at a time: two threads opening one folder build it once
-        entry = _corpora.get(key)
-        if entry is not None and entry[0] == state:
-            _corpora.move_to_end(key)
-            _corpora_stats["hits"] += 1
-            return entry[1]
-        corpus = LocalCorpus(resolved, cache_dir=cache_dir)
-        _corpora_stats["builds"] += 1
-        _corpora[key] = (state, corpus)
-        while len(_corpora) > _CORPORA_SIZE:
-            _corpora.popitem(last=False)
-    return corpus
+    with _build_lock:
+        entry = _corpora.get(key, lambda e: e[0] == state)
+        if entry is None:
+            entry = (state, LocalCorpus(resolved, cache_dir=cache_dir))
+            _corpora.put(key, entry)
+    return entry[1]
 
 
 def corpus_cache_info() -> dict[str, int]:
-    with _corpora_lock:
-        return {**_corpora_stats, "size": len(_corpora)}
+    info = _corpora.info()
+    return {"hits": info["hits"], "builds": info["misses"], "size": info["size"]}
 
 
 def clear_corpus_cache() -> None:
     """Forget the open corpora (the next open re-checks the disk snapshot)."""
-    with _corpora_lock:
-        _corpora.clear()
-        _corpora_stats.update(hits=0, builds=0)
+    _corpora.clear()
 
 
 # --- tool output ---------------------------------------------------------------------------------

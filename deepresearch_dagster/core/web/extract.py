@@ -25,8 +25,7 @@ import contextlib
 import hashlib
 import io
 import re
-import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from html import unescape
 
 import lxml.html
@@ -35,6 +34,8 @@ from lxml import etree
 from trafilatura.metadata import examine_meta, extract_meta_json, extract_title
 from trafilatura.settings import use_config
 from trafilatura.utils import line_processing, load_html
+
+from ..memo import Memo
 
 # EXTRACTION_TIMEOUT=0: trafilatura's timeout uses signal.alarm, which only works in the main thread;
 # Dagster runs ops in worker threads.
@@ -66,10 +67,7 @@ _PRECISION_FLOOR = 0.5
 EXTRACT_VERSION = 2
 _SETTINGS_KEY = f"extract_html/{EXTRACT_VERSION}/trafilatura {trafilatura.__version__}/floor {_PRECISION_FLOOR}"
 # Memoized results (title, text) by sha256(settings, url, page): ~100 pages of main text at most.
-_MEMO_SIZE = 128
-_memo: OrderedDict[str, tuple[str | None, str]] = OrderedDict()
-_memo_lock = threading.Lock()
-_memo_stats = {"hits": 0, "misses": 0}
+_memo: Memo[tuple[str | None, str]] = Memo(128)
 # Text of these elements never reaches trafilatura's output, except JSON-LD (its baseline reads articleBody).
 _CODE_TAGS = ("script", "style")
 _JSON_ATTRIBUTE = "data-preloaded"  # Discourse forums: posts as JSON in an attribute
@@ -85,14 +83,11 @@ def extract_cache_key(html: str, url: str | None = None) -> str:
 
 def extract_cache_info() -> dict[str, int]:
     """Hits and misses of the extract_html memo since the process started (or the last clear)."""
-    with _memo_lock:
-        return {**_memo_stats, "size": len(_memo)}
+    return _memo.info()
 
 
 def clear_extract_cache() -> None:
-    with _memo_lock:
-        _memo.clear()
-        _memo_stats.update(hits=0, misses=0)
+    _memo.clear()
 
 
 def extract_html(html: str, url: str | None = None) -> tuple[str | None, str]:
@@ -100,19 +95,11 @@ def extract_html(html: str, url: str | None = None) -> tuple[str | None, str]:
 
     A pure function of (html, url) and the extractor settings, memoized on their sha256."""
     key = extract_cache_key(html, url)
-    with _memo_lock:
-        found = _memo.get(key)
-        if found is not None:
-            _memo.move_to_end(key)
-            _memo_stats["hits"] += 1
-            return found
-        _memo_stats["misses"] += 1
-    result = _extract_html(html, url)
-    with _memo_lock:
-        _memo[key] = result
-        while len(_memo) > _MEMO_SIZE:
-            _memo.popitem(last=False)
-    return result
+    found = _memo.get(key)
+    if found is None:
+        found = _extract_html(html, url)
+        _memo.put(key, found)
+    return found
 
 
 def _extract_html(html: str, url: str | None) -> tuple[str | None, str]:
