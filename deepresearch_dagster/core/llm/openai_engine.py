@@ -117,6 +117,10 @@ UNRESPONSIVE_FOR_S = 600.0
 # token: DEEPRESEARCH_LLM_IDLE_TIMEOUT + prompt tokens at this rate (a CPU llama.cpp reads a few
 # hundred per second; a slower setup raises the variable).
 PROMPT_TOKENS_PER_S = 100.0
+# A streamed answer is checked for a generation loop every LOOP_CHECK_EVERY events once it holds
+# LOOP_MIN_CHARS characters (about 250 tokens): a looping 270M model otherwise runs to max_tokens.
+LOOP_CHECK_EVERY = 32
+LOOP_MIN_CHARS = 1000
 _STREAM_WORD = re.compile(r"\bstream(?:ing)?\b")
 
 
@@ -712,6 +716,15 @@ def _collect(response: Any) -> Any:
     try:
         for data in _sse_data(response.iter_lines()):
             if data.startswith("[DONE]"):
+                break
+            if (
+                chunks % LOOP_CHECK_EVERY == 0
+                and sum(map(len, text)) >= LOOP_MIN_CHARS
+                and repeats_itself("".join(text))
+            ):
+                # A small model repeating itself until max_tokens: stop reading (the server stops
+                # generating when the client goes) and hand back what came, as a cut answer.
+                finish = "length"
                 break
             chunk = json.loads(data)  # an unreadable event is retried like an unreadable body
             if not isinstance(chunk, dict):

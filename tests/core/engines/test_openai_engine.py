@@ -426,3 +426,15 @@ def test_an_error_event_inside_a_stream_is_retried():
         completion = ask(engine(server))
     assert [a.status for a in completion.attempts] == ["retry"] and "slot crashed" in completion.attempts[0].error
     assert json.loads(completion.text)["plan_title"]
+
+
+def test_a_streamed_generation_loop_is_cut_early_and_not_asked_again():
+    looping = '{"plan_title": "' + "The model says the same thing again. " * 300 + '"}'
+    with FakeOpenAIServer() as server:
+        server.script("planner", looping)
+        completion = engine(server, max_tokens={"planner": 4000}).complete(
+            "planner", [SYSTEM, {"role": "user", "content": "q"}], {}, json_schema=SCHEMA
+        )
+    assert completion.truncated and completion.finish_reason == "length"
+    assert 1000 <= len(completion.text) < len(looping) / 4  # read until the loop showed, not to the end
+    assert len(server.requests) == 1  # a loop is not asked again with more tokens
