@@ -42,8 +42,8 @@ def test_a_killed_research_resumes_with_no_repeated_model_call_and_the_same_repo
     expected = Path(reference["report_md"]).read_bytes()
     assert total >= 8
 
-    # Kill early (planning/researching) and late (while the report is written).
-    for kill_after in (3, total - 2):
+    # Kill early (planning, first compressions), midway (researching) and late (report sections).
+    for kill_after in (3, total // 2, total - 2):
         root = isolated_env / f"killed_after_{kill_after}"
         before = len(fake_openai.requests)
         proc = subprocess.Popen(_command(corpus_dir), env=_env(root), stdout=subprocess.DEVNULL,

@@ -47,6 +47,15 @@ message, so a repair round or the next report section does not re-send the un-sh
 is ``base + max_tokens / tokens_per_s`` (capped); after a timeout the next attempt waits twice as
 long, because most local servers keep generating the abandoned answer and queue the retry
 behind it.
+
+**Streaming.** Answers are streamed and read as plain server-sent events, so a server that sends
+nothing for the idle window (``idle_timeout`` + the prompt's reading time) is cut long before the
+whole answer's deadline; silence is counted per server (:class:`~..web.deadline.Progress`), and
+local servers are asked for llama-server's ``return_progress`` events. A server that rejects
+``stream`` or ``stream_options``, or cuts a stream before its ``finish_reason`` (llama-cpp-python
+does when another request arrives), is asked for whole answers from then on; an empty stream is
+asked again whole (llama-cpp-python fails a context overflow inside a 200 stream); a streamed
+generation loop is cut as soon as it shows.
 """
 
 from __future__ import annotations
