@@ -216,6 +216,22 @@ def repeats_itself(text: str, min_repeats: int = 4) -> bool:
     return top >= min_repeats and top * 2 >= len(units)
 
 
+# Longer than any verbatim quote a role plausibly writes (extraction items are at most 600 characters).
+ECHO_CHARS = 2000
+
+
+def degenerate(text: str, prompt: str) -> bool:
+    """A small model's useless answer that more tokens only make longer: a generation loop, or the
+    prompt echoed back (its last :data:`ECHO_CHARS` characters are one verbatim stretch of the
+    prompt; seen from a real 270M model writing 18,000 characters of its own system prompt).
+    A JSON answer quoting the prompt is never one verbatim stretch that long: its own keys and
+    escapes break it."""
+    if repeats_itself(text):
+        return True
+    tail = text[-ECHO_CHARS:]
+    return len(tail) == ECHO_CHARS and tail in prompt
+
+
 def _deadline_transport() -> Any:
     """The deadline transport for the HTTP stack this openai SDK is built on (httpx before
     openai 3, httpx2 since)."""
@@ -471,6 +487,7 @@ class OpenAIEngine:
             elif (fmt := self._format(rung, json_schema)) is not None:
                 kwargs["response_format"] = fmt
             streamed = self.stream and caps.stream and not whole
+            prompt_text = "\n".join(_text(m.get("content")) for m in kwargs["messages"])
             watch = None
             if streamed:
                 # Streamed, so a server that went silent is known within the idle window instead of
@@ -490,7 +507,7 @@ class OpenAIEngine:
                     if streamed:
                         create = self.client.chat.completions.with_streaming_response.create
                         with create(**kwargs, timeout=timeout) as raw:
-                            response = _collect(raw)
+                            response = _collect(raw, prompt_text)
                     else:
                         response = self.client.chat.completions.create(**kwargs, timeout=timeout)
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
@@ -608,7 +625,7 @@ class OpenAIEngine:
                 used_prompt += completion.prompt_tokens
                 used_completion += completion.completion_tokens
                 used_cached += completion.cached_tokens
-                looping = completion.truncated and repeats_itself(completion.text)
+                looping = completion.truncated and degenerate(completion.text, prompt_text)
                 if completion.truncated and json_schema is not None and max_tokens and not widened and not looping:
                     widened = True
                     attempts.append(
@@ -712,7 +729,7 @@ def _sse_data(lines: Iterator[str]) -> Iterator[str]:
         yield "\n".join(data)
 
 
-def _collect(response: Any) -> Any:
+def _collect(response: Any, prompt: str = "") -> Any:
     """A streamed answer put back together from its raw events, shaped like a whole response for
     :meth:`_completion`. Read as plain JSON: the SDK's typed chunks cost about 0.2 ms each, and a
     local server sends one per token. Errors met while reading the body are mapped to the SDK's
@@ -729,10 +746,10 @@ def _collect(response: Any) -> Any:
             if (
                 chunks % LOOP_CHECK_EVERY == 0
                 and sum(map(len, text)) >= LOOP_MIN_CHARS
-                and repeats_itself("".join(text))
+                and degenerate("".join(text), prompt)
             ):
-                # A small model repeating itself until max_tokens: stop reading (the server stops
-                # generating when the client goes) and hand back what came, as a cut answer.
+                # A small model looping or echoing its prompt until max_tokens: stop reading (the
+                # server stops generating when the client goes) and hand back what came, cut.
                 finish = "length"
                 break
             chunk = json.loads(data)  # an unreadable event is retried like an unreadable body

@@ -438,3 +438,21 @@ def test_a_streamed_generation_loop_is_cut_early_and_not_asked_again():
     assert completion.truncated and completion.finish_reason == "length"
     assert 1000 <= len(completion.text) < len(looping) / 4  # read until the loop showed, not to the end
     assert len(server.requests) == 1  # a loop is not asked again with more tokens
+
+
+def test_an_answer_echoing_the_prompt_is_cut_early_and_not_asked_again():
+    from deepresearch_dagster.core.llm.openai_engine import degenerate
+
+    memory = " ".join(f"Source {i} says the city centre was {i % 7} degrees warmer on day {i}." for i in range(120))
+    with FakeOpenAIServer() as server:
+        server.script("reporter", "[INST] " + memory)  # a small model writing its prompt back
+        completion = engine(server, max_tokens={"reporter": 4000}).complete(
+            "reporter",
+            [{"role": "system", "content": "ROLE: reporter\nWrite."}, {"role": "user", "content": memory}],
+            {},
+            json_schema=SCHEMA,
+        )
+    assert completion.truncated and len(completion.text) < len(memory) / 2 and len(server.requests) == 1
+    # A JSON answer quoting long stretches of the prompt is not an echo: its own syntax breaks them.
+    quoting = json.dumps({"summary": memory[:900], "extraction": [memory[900:1800], memory[1800:2700]]})
+    assert not degenerate(quoting, memory)
