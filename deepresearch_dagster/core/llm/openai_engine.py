@@ -216,6 +216,14 @@ def repeats_itself(text: str, min_repeats: int = 4) -> bool:
     return top >= min_repeats and top * 2 >= len(units)
 
 
+def json_so_far(text: str) -> bool:
+    """A cut answer that was writing JSON (its first ``{`` within a short preamble): more tokens
+    may finish it. Prose, or the prompt written back, will not become JSON with more tokens."""
+    start = text.find("{")
+    return 0 <= start <= JSON_PREAMBLE_CHARS
+
+
+JSON_PREAMBLE_CHARS = 200  # "Here is the JSON you asked for:" and a code fence fit in it
 # Longer than any verbatim quote a role plausibly writes (extraction items are at most 600 characters).
 ECHO_CHARS = 2000
 
@@ -626,7 +634,14 @@ class OpenAIEngine:
                 used_completion += completion.completion_tokens
                 used_cached += completion.cached_tokens
                 looping = completion.truncated and degenerate(completion.text, prompt_text)
-                if completion.truncated and json_schema is not None and max_tokens and not widened and not looping:
+                if (
+                    completion.truncated
+                    and json_schema is not None
+                    and max_tokens
+                    and not widened
+                    and not looping
+                    and json_so_far(completion.text)
+                ):
                     widened = True
                     attempts.append(
                         Attempt(

@@ -456,3 +456,14 @@ def test_an_answer_echoing_the_prompt_is_cut_early_and_not_asked_again():
     # A JSON answer quoting long stretches of the prompt is not an echo: its own syntax breaks them.
     quoting = json.dumps({"summary": memory[:900], "extraction": [memory[900:1800], memory[1800:2700]]})
     assert not degenerate(quoting, memory)
+
+
+def test_a_cut_answer_that_is_not_json_is_not_asked_again_with_more_tokens():
+    from deepresearch_dagster.core.llm.openai_engine import json_so_far
+
+    assert json_so_far('```json\n{"plan_title": "Heat') and json_so_far('Here is the plan: {"plan')
+    assert not json_so_far(" <<SYS>>\nROLE: reporter\nYou are the Reporter. " * 10 + '{"a": 1}')
+    with FakeOpenAIServer(mode="truncating", truncate_need=5000) as server:
+        server.script("planner", "The plan starts with the causes of urban heat, then goes on. " * 8)
+        completion = ask(engine(server, max_tokens={"planner": 600}))
+    assert completion.truncated and len(server.requests) == 1
