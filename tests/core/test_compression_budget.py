@@ -103,7 +103,9 @@ def test_budget_is_five_percent_of_the_raw_output_and_bounded():
     assert message_budget(2000) == 100
     # A short fact sheet may keep more of its facts, a long page never.
     assert message_budget(600, fact_sheet=True) > message_budget(600)
-    assert message_budget(FACT_SHEET_TOKENS, fact_sheet=True) <= FLOOR_TOKENS + 2
+    # ...on top of the floor's summary, never more than the sheet itself.
+    assert message_budget(FACT_SHEET_TOKENS, fact_sheet=True) <= FLOOR_TOKENS + compression.MAX_FACT_TOKENS
+    assert all(message_budget(n, fact_sheet=True) <= max(n, message_budget(n)) for n in range(1, FACT_SHEET_TOKENS))
 
 
 @pytest.mark.parametrize("tokens", [2500, 3500, 4800])

@@ -508,8 +508,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     used = _message_tokens(title, summary_sents, [])
     # Fact-bearing units that match the step (table rows and bullets with figures, dates, names)
     # may use a larger, still bounded share: a short fact sheet is mostly its facts.
-    # Its facts come on top of the summary, as long as the message stays below the raw output.
-    fact_budget = min(raw_tokens, used + min(MAX_FACT_TOKENS, int(FACT_RATIO * raw_tokens))) if short else budget
+    fact_budget = message_budget(raw_tokens, fact_sheet=True) if short else budget
     # Then the document's other facts in reading order: the researcher read this document for the
     # step, and a fact sheet's rows rarely repeat the step's words ("KPI: On-time rate; 2025: 96%").
     # Only in a short document (a fact sheet, a passage): a long page's stray figures stay on disk.
@@ -549,13 +548,15 @@ def message_budget(raw_tokens: int, fact_sheet: bool = False) -> int:
 
     The whole message the researcher sees — the JSON keys, title, summary, extraction and the
     artifact file name — gets ``TARGET_RATIO`` of the raw output (at most ``MAX_MESSAGE_TOKENS``);
-    a short fact sheet's facts may take up to ``FACT_RATIO`` of it. The contract's floor (a
+    a short fact sheet's facts may add up to ``FACT_RATIO`` of it to the floor's summary, never
+    making the message larger than the sheet. The contract's floor (a
     5-word title and three sentences) overrides the budget when the page is too short for it:
     see ``FLOOR_TOKENS``.
     """
     budget = min(MAX_MESSAGE_TOKENS, int(TARGET_RATIO * raw_tokens))
     if fact_sheet:
-        budget = max(budget, JSON_TOKENS + MAX_TITLE_TOKENS + min(MAX_FACT_TOKENS, int(FACT_RATIO * raw_tokens)))
+        # Its facts come on top of the floor's summary, as long as the message stays below the raw output.
+        budget = max(budget, min(raw_tokens, FLOOR_TOKENS + min(MAX_FACT_TOKENS, int(FACT_RATIO * raw_tokens))))
     return budget
 
 
