@@ -179,7 +179,7 @@ def why_reduction(rows: list[dict[str, Any]], engine: str) -> str:
     )
     return (
         f"{len(small)} of {len(useful)} useful calls inject more than 5 % of their raw output; {what}. "
-        f"The other {len(rest)} calls reach {rest_pct}. It would take outputs of more than ~{20 * floor:,} tokens "
+        f"The remaining {len(rest)} reach {rest_pct}. It would take outputs of more than ~{20 * floor:,} tokens "
         "each, or a contract that allows a shorter summary."
     )
 
