@@ -247,7 +247,7 @@ _raw = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=_raw, source_title=st.one_of(st.none(), st.text(max_size=120)))
 def test_any_text_gives_a_valid_message_within_the_floor_or_the_budget(raw, source_title):
     result = compress_extractively({**STEP, "raw": raw, "source_title": source_title})

@@ -73,7 +73,7 @@ MODES = (
     "slow_ignore_disconnect",
     "interrupt_streams",
 )
-STREAM_PIECE = 24  # characters of content per streamed delta
+STREAM_PIECE = 64  # characters of content per streamed delta (real servers send a token each)
 LLAMACPP_JSON_SCHEMA_ERROR = (
     "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
     "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
@@ -584,6 +584,9 @@ class FakeOpenAIServer:
         return Handler
 
     def _stream(self, out: Any, events: list[bytes]) -> None:
+        if not self.stream_interval_s and "interrupt_streams" not in self.modes:
+            out.write(b"".join(events))  # unpaced: one write (the client still parses event by event)
+            return
         cut = threading.Event()
         with self.lock:
             self.streaming.add(cut)

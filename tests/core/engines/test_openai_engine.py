@@ -443,7 +443,7 @@ def test_a_streamed_generation_loop_is_cut_early_and_not_asked_again():
 def test_an_answer_echoing_the_prompt_is_cut_early_and_not_asked_again():
     from deepresearch_dagster.core.llm.openai_engine import degenerate
 
-    memory = " ".join(f"Source {i} says the city centre was {i % 7} degrees warmer on day {i}." for i in range(120))
+    memory = " ".join(f"Source {i} says the city centre was {i % 7} degrees warmer on day {i}." for i in range(240))
     with FakeOpenAIServer() as server:
         server.script("reporter", "[INST] " + memory)  # a small model writing its prompt back
         completion = engine(server, max_tokens={"reporter": 4000}).complete(
