@@ -75,13 +75,22 @@ def extract_xlsx_document(data: bytes, stem: str) -> ExtractedDocument:
     return ExtractedDocument(title or stem.replace("_", " "), sections, "xlsx")
 
 
+def sniff_dialect(sample: str) -> type[csv.Dialect] | csv.Dialect:
+    """The CSV dialect of a file's first 4 KB of text (comma, semicolon, tab or pipe)."""
+    try:
+        return csv.Sniffer().sniff(sample[:4096], delimiters=",;\t|")
+    except csv.Error:
+        return csv.excel
+
+
+def csv_rows(text: str, dialect: type[csv.Dialect] | csv.Dialect) -> list[list[str]]:
+    """The rows of CSV text that hold any value."""
+    return [r for r in csv.reader(io.StringIO(text), dialect) if any(c.strip() for c in r)]
+
+
 def extract_csv_document(data: bytes, stem: str) -> ExtractedDocument:
     text = decode_text(data)
-    try:
-        dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t|")
-    except csv.Error:
-        dialect = csv.excel
-    rows = [r for r in csv.reader(io.StringIO(text), dialect) if any(c.strip() for c in r)][:MAX_ROWS]
+    rows = csv_rows(text, sniff_dialect(text))[:MAX_ROWS]
     table = markdown_table(rows)
     if not table:
         raise SkipFile("CSV has no rows")

@@ -18,14 +18,14 @@ from __future__ import annotations
 import codecs
 import csv
 import hashlib
-import io
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from .markdown import MarkdownState, first_title, split_markdown
+from .markdown import MarkdownState, first_title, raise_binary, split_markdown
 from .model import ExtractedDocument, Section, SkipFile, markdown_table
+from .spreadsheet import csv_rows, sniff_dialect
 
 WINDOW_BYTES = 4 * 1024 * 1024  # one read() never asks for more than this
 MAX_INDEXED_BYTES = 64 * 1024 * 1024  # per file (the index is in memory: ~10 bytes per byte indexed)
@@ -156,7 +156,7 @@ def stream_text_document(path: Path, rel: str | None = None) -> ExtractedDocumen
         if head.startswith(b"\xef\xbb\xbf"):
             head = head[3:]
         if b"\x00" in head:
-            raise SkipFile("binary content in a text file")
+            raise_binary()
         if not head.strip():
             raise SkipFile("empty file")
         for start, stop in _ranges(size):
@@ -173,11 +173,8 @@ def stream_text_document(path: Path, rel: str | None = None) -> ExtractedDocumen
                     title = first_title(piece[:100_000], stem) if suffix != ".csv" else stem.replace("_", " ")
                 if suffix == ".csv":
                     if csv_header is None:
-                        try:
-                            dialect = csv.Sniffer().sniff(piece[:4096], delimiters=",;\t|")
-                        except csv.Error:
-                            dialect = csv.excel
-                    rows = [r for r in csv.reader(io.StringIO(piece), dialect) if any(c.strip() for c in r)]
+                        dialect = sniff_dialect(piece)
+                    rows = csv_rows(piece, dialect)
                     if csv_header is None and rows:
                         csv_header = rows.pop(0)
                     if rows and csv_header is not None:
