@@ -13,6 +13,21 @@ from deepresearch_dagster.core.store.lineage import LineageStore
 from tests.fakes.openai_server import FakeOpenAIServer
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# `deepresearch compress` on a corpus document, offline: the arguments the CLI tests share.
+COMPRESS_ARGV = (
+    "compress",
+    str(FIXTURES / "corpus" / "sodium_ion_chemistry.md"),
+    "--plan-title",
+    "Sodium",
+    "--step-title",
+    "Sodium-ion energy density",
+    "--step-description",
+    "Find energy density in Wh/kg.",
+    "--tool-name",
+    "read_document",
+    "--engine",
+    "offline",
+)
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / "deepresearch_dagster"
 SECRET_KEY = "sk-test-secret-do-not-leak-1234"
 

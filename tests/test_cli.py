@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import COMPRESS_ARGV, FIXTURES
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -70,20 +70,7 @@ def test_run_json_then_ls(isolated_env, corpus_dir):
 
 
 def test_compress_prints_schema_json():
-    proc = run_cli(
-        "compress",
-        str(FIXTURES / "corpus" / "sodium_ion_chemistry.md"),
-        "--plan-title",
-        "Sodium",
-        "--step-title",
-        "Sodium-ion energy density",
-        "--step-description",
-        "Find energy density in Wh/kg.",
-        "--tool-name",
-        "read_document",
-        "--engine",
-        "offline",
-    )
+    proc = run_cli(*COMPRESS_ARGV)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert set(result) == {"summary_title", "summary", "extraction", "is_useful"}

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from deepresearch_dagster.core.store.lineage import LineageStore
-from tests.conftest import FIXTURES
+from tests.conftest import COMPRESS_ARGV, FIXTURES
 
 # Runs main(argv) and reports the top-level packages loaded afterwards.
 DRIVER = """
@@ -78,21 +78,7 @@ def test_read_commands_never_import_dagster_or_the_web_stack(env, argv, also_abs
 def test_compress_and_html_extract_do_not_import_dagster(env):
     page = FIXTURES / "web_pages" / "ars-1" / "source.html"
     assert "dagster" not in _run("extract", str(page), "--json", env=env)["loaded"]
-    result = _run(
-        "compress",
-        str(FIXTURES / "corpus" / "sodium_ion_chemistry.md"),
-        "--plan-title",
-        "Sodium",
-        "--step-title",
-        "Energy density",
-        "--step-description",
-        "Find energy density in Wh/kg.",
-        "--tool-name",
-        "read_document",
-        "--engine",
-        "offline",
-        env=env,
-    )
+    result = _run(*COMPRESS_ARGV, env=env)
     assert result["code"] == 0 and "dagster" not in result["loaded"]
 
 
