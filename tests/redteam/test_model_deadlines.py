@@ -92,7 +92,7 @@ def test_a_silent_model_server_is_known_within_the_idle_window_not_the_answer_de
         with pytest.raises(EngineError) as first:
             engine.complete("planner", ASK, {})
         cut = time.monotonic() - started
-    long_prompt = [{"role": "user", "content": "word " * 2000}]  # about 2,000 tokens
+    long_prompt = "word " * 2000  # about 2,000 tokens
     window = OpenAIEngine(MODELS, base_url=server.base_url + "/v1").idle_window(long_prompt)
     message = str(first.value)
     ok = cut < 8 and "sent nothing for" in message and "DEEPRESEARCH_LLM_IDLE_TIMEOUT" in message

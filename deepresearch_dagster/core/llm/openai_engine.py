@@ -315,6 +315,11 @@ def _text(content: Any) -> str:
     return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
 
 
+def _prompt_text(messages: list[dict[str, Any]]) -> str:
+    """A request's messages as one text: for token estimates and the echo check."""
+    return "\n".join(_text(m.get("content")) for m in messages)
+
+
 def _plain(message: dict[str, Any], role: str) -> bool:
     return message.get("role") == role and not message.get("tool_calls")
 
@@ -411,13 +416,12 @@ class OpenAIEngine:
             return self.timeout
         return self.timeout + min(MAX_EXTRA_TIMEOUT_S, max_tokens / self.tokens_per_s)
 
-    def idle_window(self, messages: list[dict[str, Any]]) -> float | None:
+    def idle_window(self, prompt_text: str) -> float | None:
         """How long a streamed answer may stay silent: the idle timeout plus the time the server
         needs to read the prompt before its first token (see :data:`PROMPT_TOKENS_PER_S`)."""
         if not self.idle_timeout:
             return None
-        prompt = estimate_tokens("\n".join(_text(m.get("content")) for m in messages))
-        return self.idle_timeout + prompt / PROMPT_TOKENS_PER_S
+        return self.idle_timeout + estimate_tokens(prompt_text) / PROMPT_TOKENS_PER_S
 
     @staticmethod
     def _format(rung: str, json_schema: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -495,7 +499,7 @@ class OpenAIEngine:
             elif (fmt := self._format(rung, json_schema)) is not None:
                 kwargs["response_format"] = fmt
             streamed = self.stream and caps.stream and not whole
-            prompt_text = "\n".join(_text(m.get("content")) for m in kwargs["messages"])
+            prompt_text = _prompt_text(kwargs["messages"])
             watch = None
             if streamed:
                 # Streamed, so a server that went silent is known within the idle window instead of
@@ -506,7 +510,7 @@ class OpenAIEngine:
                 if self.local and caps.progress_events:
                     # llama-server is otherwise silent while it reads the prompt (minutes on a CPU).
                     kwargs["extra_body"] = {"return_progress": True}
-                window = self.idle_window(kwargs["messages"])
+                window = self.idle_window(prompt_text)
                 watch = IdleWatch(window, progress_of(self.base_url)) if window else None
             started = time.perf_counter()
             try:
@@ -629,7 +633,7 @@ class OpenAIEngine:
                 attempts.append(Attempt("error", _describe(exc), _ms(started)))
                 raise EngineError(f"{role} model call failed: {_describe(exc)}", attempts) from exc
             else:
-                completion = self._completion(response, model, kwargs["messages"], started, attempts)
+                completion = self._completion(response, model, prompt_text, started, attempts)
                 used_prompt += completion.prompt_tokens
                 used_completion += completion.completion_tokens
                 used_cached += completion.cached_tokens
@@ -676,7 +680,7 @@ class OpenAIEngine:
         time.sleep(wait)
 
     def _completion(
-        self, response: Any, model: str, messages: list[dict[str, Any]], started: float, attempts: list[Attempt]
+        self, response: Any, model: str, prompt_text: str, started: float, attempts: list[Attempt]
     ) -> Completion:
         if not getattr(response, "choices", None):
             raise EngineError("the model returned no choices", attempts)
@@ -691,7 +695,6 @@ class OpenAIEngine:
                 args = {"_invalid_json": tc.function.arguments}
             calls.append(ToolCallRequest(tc.function.name, args if isinstance(args, dict) else {}))
         usage = response.usage
-        prompt_text = "\n".join(_text(m.get("content")) for m in messages)
         finish = getattr(choice, "finish_reason", None)
         prompt_tokens = usage.prompt_tokens if usage else estimate_tokens(prompt_text)
         return Completion(
