@@ -1,5 +1,6 @@
-"""Eight researches at once: eight ``deepresearch run`` processes write to one DuckDB file and
-one Dagster instance. DuckDB admits one writing process at a time, so every lineage write is a
+"""Researches at once: four ``deepresearch run`` processes (and a fifth, alone, for comparison) on
+two cores write to one DuckDB file and one Dagster instance (``benchmarks/throughput.py`` runs 4
+and 8). DuckDB admits one writing process at a time, so every lineage write is a
 short connection retried with backoff; this test proves no run fails and no row is lost."""
 
 from __future__ import annotations
@@ -20,12 +21,8 @@ from tests.conftest import make_dagster_home
 
 QUESTIONS = [
     "What limits the energy density of solid-state batteries?",
-    "How do solid-state battery makers reduce interface resistance?",
     "Which materials are used as solid electrolytes and why?",
-    "Why are cities hotter than the surrounding countryside?",
     "How effective are green roofs at cooling cities?",
-    "How is urban heat measured from satellites?",
-    "What was the first stored-program computer?",
     "How did early computers store data in memory?",
 ]
 ASSETS = ("research_plan", "tool_outputs", "compressed_summaries", "research_report")
@@ -60,11 +57,11 @@ def _counts(db: Path, key: str) -> dict[str, object]:
         }
 
 
-@pytest.mark.fresh_dagster_home  # the eight first runs race to create the instance storage
-def test_eight_concurrent_researches_lose_no_rows(isolated_env):
+@pytest.mark.fresh_dagster_home  # the first runs race to create the instance storage
+def test_concurrent_researches_lose_no_rows(isolated_env):
     env = dict(os.environ)
     # The same research alone, in a fresh instance and database of its own (compared below),
-    # runs meanwhile: it shares neither file with the eight, so it still writes as if alone.
+    # runs meanwhile: it shares neither file with the others, so it still writes as if alone.
     alone_env = {
         **env,
         "DEEPRESEARCH_ARTIFACTS_DIR": str(isolated_env / "alone"),
@@ -79,14 +76,14 @@ def test_eight_concurrent_researches_lose_no_rows(isolated_env):
         assert proc.returncode == 0, err[-2000:]
         outputs.append(json.loads(out))
     elapsed = time.monotonic() - started
-    print(f"8 concurrent researches in {elapsed:.1f} s")
+    print(f"{len(QUESTIONS)} concurrent researches in {elapsed:.1f} s")
 
     keys = [o["partition_key"] for o in outputs]
-    assert len(set(keys)) == 8
+    assert len(set(keys)) == len(QUESTIONS)
     db = Path(outputs[0]["duckdb"])
     artifacts = Path(env["DEEPRESEARCH_ARTIFACTS_DIR"]).resolve()
     with duckdb.connect(str(db), read_only=True) as conn:
-        assert conn.execute("SELECT count(*) FROM research_requests").fetchone()[0] == 8
+        assert conn.execute("SELECT count(*) FROM research_requests").fetchone()[0] == len(QUESTIONS)
         ids = conn.execute("SELECT count(*), count(DISTINCT id) FROM llm_calls").fetchone()
         assert ids[0] == ids[1] == sum(o["llm_calls"] for o in outputs)
         stages = conn.execute(
@@ -120,7 +117,7 @@ def test_eight_concurrent_researches_lose_no_rows(isolated_env):
 
     instance = DagsterInstance.get()
     runs = instance.get_runs(RunsFilter(job_name="research_job"))
-    assert len(runs) == 8 and all(r.status == DagsterRunStatus.SUCCESS for r in runs)
+    assert len(runs) == len(QUESTIONS) and all(r.status == DagsterRunStatus.SUCCESS for r in runs)
     for name in ASSETS:
         materialized = instance.get_materialized_partitions(AssetKey(name))
         assert set(keys) <= set(materialized), name
