@@ -71,7 +71,8 @@ def stem(word: str) -> str:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             if suffix == "es" and not word.endswith(("ses", "xes", "zes", "ches", "shes")):
                 return word[:-1]  # "challenges" → "challenge", like "challenge"; "boxes" → "box"
-            return word[: -len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
+            # "batteries" → "battery" and "facilities" → "facility", like their singulars.
+            return word[: -len(suffix)] + {"ies": "y", "ied": "y", "ities": "ity"}.get(suffix, "")
     return word
 
 

@@ -255,3 +255,52 @@ def test_any_text_gives_a_valid_message_within_the_floor_or_the_budget(raw, sour
     raw_tokens = estimate_tokens(raw)
     budget = message_budget(raw_tokens, fact_sheet=raw_tokens <= FACT_SHEET_TOKENS)
     assert _injected(result) <= max(FLOOR_TOKENS, budget)
+
+
+BOARD_PACK = (
+    """# Acme Energy — Board pack, January 2026
+
+## Source: finance/board_pack.pdf · PDF · dated 2026-01-28 · status: current
+
+## 1. CEO letter (page 2)
+
+"""
+    + "\n\n".join(_paragraphs()[:70])
+    + """
+We closed the year with revenue of £48.6 million and a gross margin of 27.4%.
+
+## 2. Financial position and liquidity (page 3)
+
+Cash and cash equivalents at 31 December 2025 stood at £19.8m, up from £4.6m in September.
+
+| Liquidity item | 31 Dec 2025 |
+| --- | --- |
+| Cash at bank | £19.8m |
+| Revolving debt facility (limit) | £15.0m |
+| Debt facility drawn | nil |
+| Cash runway at the H2 burn rate | 21 months |
+| Revenue, FY2024 | £31.2m |
+"""
+)
+MONEY_STEP = {
+    **STEP,
+    "plan_title": "Briefing on Acme Energy",
+    "step_title": "Money: revenue, gross margin, cash, runway and debt facilities",
+    "step_description": "Find Acme Energy's revenue, gross margin, cash, runway and debt facilities.",
+}
+
+
+@pytest.mark.parametrize(("tool", "fact_sheet"), [("read_document", True), ("fetch_url", False)])
+def test_a_long_document_whose_rows_answer_the_step_is_a_fact_sheet_but_a_web_page_is_not(tool, fact_sheet):
+    raw_tokens = estimate_tokens(BOARD_PACK)
+    assert raw_tokens > FACT_SHEET_TOKENS  # too long for the short-output rule
+    result = compress_extractively({**MONEY_STEP, "tool_name": tool, "raw": BOARD_PACK, "source_title": None})
+    CompressionResult.model_validate(result)
+    said = _said(result)
+    kept = all(figure in said for figure in ("£19.8m", "21 months", "£15.0m", "£31.2m", "27.4%"))
+    assert kept is fact_sheet
+    assert _injected(result) <= max(FLOOR_TOKENS, message_budget(raw_tokens, fact_sheet=fact_sheet))
+
+
+def test_plural_and_singular_stem_alike():
+    assert content_terms("facilities batteries companies") == content_terms("facility battery company")

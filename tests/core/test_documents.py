@@ -226,3 +226,37 @@ def test_a_streamed_file_is_extracted_again_when_the_index_cap_changes(tmp_path:
     capped = index_folder(root, cache, max_bytes=4096, progress=False)
     assert capped.extracted == 1 and "over the 8,192-byte index cap" in dict(capped.notes)["big.txt"]
     assert len(dict(capped.documents)["big.txt"].text) < len(dict(first.documents)["big.txt"].text) / 2
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "draft"),
+    [
+        ("drafts/results.md", "# FY2025 results\n\nRevenue was £47.9m.", True),
+        ("finance/fy2025_results_DRAFT.md", "# FY2025 results", True),
+        ("finance/results.md", "# FY2025 results\n\n**DRAFT** — numbers will change after the close.", True),
+        ("finance/results.md", "# FY2025 results\n\nStatus: draft", True),
+        # Naming a draft is not being one.
+        ("finance/budget_memo.txt", "MEMO\n\nIt replaces the working draft circulated before Christmas.", False),
+        ("legal/drafting_guide.md", "# How we draft contracts", False),
+    ],
+)
+def test_a_draft_loses_to_the_final_document(path, text, draft):
+    found = currency(text, path)
+    assert found["superseded"] is draft
+    assert (found["superseded_reason"] or "").find("draft") >= 0 if draft else found["superseded_reason"] is None
+
+
+def test_hard_wrapped_text_and_wrapped_bullets_are_reflowed():
+    text = (
+        "To:      Board of Directors\nDate:    9 February 2026\n\n"
+        "We plan for EBITDA to be close to break-even in Q4 2026 but negative for the\n"
+        "year as a whole (budget: a loss of £1.1m). Capex is budgeted at £2.4m.\n\n"
+        "- Operating regions: South West England, South Wales and the West Midlands. A fourth depot\n"
+        "  in Leeds (Yorkshire) opens in June 2026.\n- Headcount at year end: 412.\n"
+    )
+    doc = extract_bytes(text.encode(), "memo.txt")
+    body = "\n".join(s.text for s in doc.sections)
+    assert "negative for the year as a whole" in body
+    assert "A fourth depot in Leeds (Yorkshire) opens in June 2026." in body
+    assert "To:      Board of Directors\nDate:" in body  # labelled header lines keep their breaks
+    assert "\n- Headcount at year end: 412." in body

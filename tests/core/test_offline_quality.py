@@ -216,6 +216,18 @@ def test_context_less_sentences_are_not_quoted(sentence):
     assert context_dependent(sentence) and not usable(sentence)
 
 
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        # "this" + a verb in mid-sentence points back inside the sentence itself.
+        "On the approved budget, which assumes the facility stays undrawn, this implies a cash runway of 21 months.",
+        "Sales rose 9% in 2025, and this means the plan is ahead of schedule.",
+    ],
+)
+def test_self_contained_sentences_with_a_mid_sentence_this_are_quoted(sentence):
+    assert not context_dependent(sentence) and usable(sentence)
+
+
 def test_verbless_fragments_are_not_quoted_but_table_rows_are():
     fragment = "Recycling efficiency targets for lithium-based batteries of 65 percent by weight by the end of 2025."
     assert is_fragment(fragment) and not usable(fragment)

@@ -103,3 +103,23 @@ def test_research_terms_drop_the_request_wording():
 def test_degenerate_requests_still_give_a_valid_plan(question):
     for max_steps in (1, 3, 7):
         ResearchPlan.model_validate(plan_heuristically({"question": question, "max_steps": max_steps}))
+
+
+def test_a_question_led_request_with_a_bullet_list_names_its_entity_and_titles_parts_at_list_boundaries():
+    question = (
+        "Where does Fernhill Energy, the Bristol home battery installer, stand as it heads into 2027? "
+        "I need a briefing for a lender. Please cover:\n"
+        "* Money: FY2025 revenue versus FY2024, gross margin and EBITDA, the Series B and any debt facilities, "
+        "cash, runway and the FY2026 budget.\n"
+        "* Leadership and governance: who runs the company, who chairs the board, and how big the team is.\n"
+    )
+    plan = plan_heuristically({"question": question, "max_steps": 5})
+    assert plan["plan_title"] == "Briefing on Fernhill Energy"
+    money, leadership = plan["steps"]
+    # Cut where the list has a boundary, never mid-phrase or on a dangling "and".
+    assert money["title"] == "Money: FY2025 revenue versus FY2024, gross margin and EBITDA, the Series B"
+    assert leadership["title"] == "Leadership and governance: who runs the company, who chairs the board"
+    # Every aspect the part names is searched, the ones past the first query's eight words too.
+    assert all(q.startswith("Fernhill Energy ") for q in money["queries"])
+    searched = " ".join(money["queries"][:3]).lower()
+    assert all(word in searched for word in ("cash", "runway", "budget", "debt"))

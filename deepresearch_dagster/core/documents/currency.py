@@ -38,6 +38,11 @@ ARCHIVE_FOLDERS = {
     "previous",
     "outdated",
 }
+# A draft's figures "will change after the close": the final document's win (drafts folder, a
+# "draft" token in the file name, or a head line that says DRAFT / "Status: draft").
+DRAFT_FOLDERS = {"draft", "drafts", "wip", "work in progress"}
+DRAFT_NAME = re.compile(r"(?:^|[\W_])draft(?:$|[\W_\d])", re.IGNORECASE)
+DRAFT_LINE = re.compile(r"^\W*(?:DRAFT\b|(?i:status|version)\s*:\s*(?i:draft)\b)")
 DATE_KEYWORDS = re.compile(
     r"\b(date|dated|updated|last updated|revised|as of|as at|effective|published|issued|version|prepared)\b", re.I
 )
@@ -118,6 +123,19 @@ def in_archive(rel_path: str) -> bool:
     return any(part.lower() in ARCHIVE_FOLDERS for part in PurePosixPath(rel_path).parts[:-1])
 
 
+def is_draft(text: str, rel_path: str) -> str | None:
+    """Why a document is a draft (its folder, its name or a head line that says so), or None."""
+    path = PurePosixPath(rel_path)
+    if any(part.lower() in DRAFT_FOLDERS for part in path.parts[:-1]):
+        return "it lives in a drafts folder"
+    if DRAFT_NAME.search(path.stem):
+        return "its file name marks it as a draft"
+    for line in [line for line in text[:2500].splitlines() if line.strip()][:8]:
+        if DRAFT_LINE.match(line.strip().lstrip("#").strip()):
+            return f"it is marked as a draft: {line.strip()[:120]}"
+    return None
+
+
 def currency(text: str, rel_path: str) -> dict[str, Any]:
     """``{"date", "superseded", "superseded_reason", "superseded_by"}`` for a document."""
     head = text[:2500]
@@ -132,6 +150,8 @@ def currency(text: str, rel_path: str) -> dict[str, Any]:
         reason = f"the document says so: {says[:160]}"
     elif in_archive(rel_path):
         reason = "it lives in an archive folder"
+    else:
+        reason = is_draft(text, rel_path)
     return {
         "date": document_date(text, rel_path),
         "superseded": reason is not None,

@@ -32,7 +32,7 @@ from .pdf import extract_pdf_document
 from .spreadsheet import extract_csv_document, extract_xlsx_document
 from .stream import STREAMABLE, cache_key, sha256_file, stream_text_document, streamable
 
-EXTRACTOR_VERSION = 1
+EXTRACTOR_VERSION = 2  # 2: plain text and PDF bullets reflowed
 MAX_BYTES = 50 * 1024 * 1024
 EXTRACTORS: dict[str, Callable[[bytes, str], ExtractedDocument]] = {
     ".md": extract_markdown,

@@ -78,7 +78,34 @@ def extract_markdown(data: bytes, stem: str) -> ExtractedDocument:
 def extract_plain_text(data: bytes, stem: str) -> ExtractedDocument:
     text = decode_text(data)
     title = first_title(text, stem)
-    return ExtractedDocument(title, split_markdown(text), "text")
+    # Memos and e-mail exports are hard-wrapped at ~70 columns: a sentence is one unit again.
+    return ExtractedDocument(title, split_markdown(reflow(text)), "text")
+
+
+_BULLET = re.compile(r"^\s*(?:[-*•▪]|\d{1,2}[.)])\s")
+
+
+def _prose(line: str) -> bool:
+    stripped = line.strip()
+    return bool(stripped) and not _BULLET.match(stripped) and not re.search(r"\S\s{2,}\S", stripped)
+
+
+def reflow(text: str) -> str:
+    """Join the lines a PDF or a hard-wrapped text cut inside a paragraph or a bullet (a sentence
+    cut at "…€7.9 million in" / "December 2024."); bullets, table-like lines, labelled lines
+    ("Date: …") and lines ending a sentence keep their breaks."""
+    out: list[str] = []
+    for line in text.splitlines():
+        prev = out[-1] if out else ""
+        label = re.match(r"^[A-Z][\w ]{0,30}:\s", line.strip())  # "Date: …" starts its own line
+        open_end = len(prev) > 40 and not re.search(r"[.!?:;]$", prev.strip())
+        # A bullet's wrapped tail: indented or lower-case, never a bullet or a label of its own.
+        bullet_tail = _BULLET.match(prev) and _prose(line) and (line[:1].isspace() or line.strip()[:1].islower())
+        if open_end and not label and ((_prose(prev) and _prose(line)) or bullet_tail):
+            out[-1] = prev.rstrip() + " " + line.strip()
+        else:
+            out.append(line.rstrip())
+    return "\n".join(out)
 
 
 def decode_text(data: bytes) -> str:

@@ -7,6 +7,7 @@ import io
 import logging
 import re
 
+from .markdown import reflow
 from .model import ExtractedDocument, Section, SkipFile, markdown_table
 
 NUMBERED_HEADING = re.compile(r"^(?:\d{1,2}(?:\.\d{1,2})*\.?|[IVX]{1,4}\.)\s+[A-Z][^.!?:|]{2,70}$")
@@ -95,26 +96,3 @@ def column_tables(text: str) -> str:
             out.append(line)
     flush()
     return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
-
-
-def _prose(line: str) -> bool:
-    stripped = line.strip()
-    return (
-        bool(stripped)
-        and not re.match(r"^(?:[-*•▪]|\d{1,2}[.)])\s", stripped)
-        and not re.search(r"\S\s{2,}\S", stripped)
-    )
-
-
-def reflow(text: str) -> str:
-    """Join the lines a PDF wrapped inside a paragraph (a sentence cut at "…€7.9 million in" / "December
-    2024."); bullets, table-like lines and lines ending a sentence keep their breaks."""
-    out: list[str] = []
-    for line in text.splitlines():
-        prev = out[-1] if out else ""
-        label = re.match(r"^[A-Z][\w ]{0,30}:\s", line.strip())  # "Date: …" starts its own line
-        if _prose(prev) and _prose(line) and not label and not re.search(r"[.!?:;]$", prev.strip()) and len(prev) > 40:
-            out[-1] = prev.rstrip() + " " + line.strip()
-        else:
-            out.append(line.rstrip())
-    return "\n".join(out)

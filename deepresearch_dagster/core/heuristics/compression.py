@@ -55,6 +55,11 @@ MAX_EXTRACTION = 10
 FACT_RATIO = 0.7
 MAX_FACT_TOKENS = 220
 FACT_SHEET_TOKENS = 800
+# A longer document read is a fact sheet when at least MIN_RELEVANT_FACTS of its fact-bearing rows
+# and list items besides the summary's score RELEVANT_FACT of the best unit or more.
+RELEVANT_FACT = 0.15
+MIN_RELEVANT_FACTS = 3
+DOCUMENT_TOOLS = {"read_document"}
 # Fixed costs, in estimated tokens: the empty message, an artifact file name ("…_fetch_url.txt")
 # and each extraction item's quotes and comma.
 JSON_TOKENS = 29
@@ -508,7 +513,21 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     used = _message_tokens(title, summary_sents, [])
     # Fact-bearing units that match the step (table rows and bullets with figures, dates, names)
     # may use a larger, still bounded share: a short fact sheet is mostly its facts.
-    fact_budget = message_budget(raw_tokens, fact_sheet=True) if short else budget
+    # A longer document of the user's own qualifies too when several of its facts match the step
+    # (a board pack's liquidity table and KPI bullets): its size says nothing about how much of it
+    # answers. Web pages keep the plain budget: a long article's stray figures stay on disk.
+    # Counted beyond the summary: a page whose answer is one short passage has none left over.
+    # Only rows and list items count: structured facts mark a fact sheet, figures in prose do not.
+    relevant_facts = sum(
+        1
+        for i in ranked
+        if i not in summary_idx
+        and units[i].kind != "sentence"
+        and scores[i] >= RELEVANT_FACT * top
+        and _fact_unit(units[i])
+    )
+    fact_sheet = short or (payload.get("tool_name") in DOCUMENT_TOOLS and relevant_facts >= MIN_RELEVANT_FACTS)
+    fact_budget = message_budget(raw_tokens, fact_sheet=True) if fact_sheet else budget
     # Then the document's other facts in reading order: the researcher read this document for the
     # step, and a fact sheet's rows rarely repeat the step's words ("KPI: On-time rate; 2025: 96%").
     # Only in a short document (a fact sheet, a passage): a long page's stray figures stay on disk.
@@ -524,7 +543,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
         if text in said or any(_norm(s) in text for s in summary_sents):
             continue  # the summary says it already, or it repeats a summary clause
         factual = _fact_unit(units[i]) and (scores[i] >= 0.15 * top or scores[i] <= 0)
-        factual = factual and (short or scores[i] >= 0.3 * top)
+        factual = factual and (fact_sheet or scores[i] >= RELEVANT_FACT * top)
         if scores[i] < 0.3 * top and not factual:
             continue
         cost = _json_tokens(units[i].text) + ITEM_TOKENS

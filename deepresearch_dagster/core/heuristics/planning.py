@@ -156,6 +156,10 @@ def entity_of(text: str) -> str:
     lead = IMPERATIVE.match(text)
     if lead:
         text = text[lead.end() :]
+    # "Where does Acme, the Lisbon startup, stand…": the subject follows the question's lead words.
+    asked = QUESTION_LEAD.match(text)
+    if asked and asked.end() < len(text) and text[asked.end() :][:1].isupper():
+        text = text[asked.end() :]
     about = re.search(r"\b(?i:on|about|of|for|regarding|at)\s+(?=[A-Z0-9])", text)
     if about and capitalized_runs(text[about.end() :]):
         text = text[about.end() :]
@@ -253,14 +257,29 @@ def _expanded(entity: str, aspect: str) -> str:
     return " ".join([entity, *terms, *extra]).strip()
 
 
+def part_title(part: str, limit: int = 12) -> str:
+    """A part's title: whole when short, else cut at its last list boundary within ``limit`` words
+    ("Money: revenue, margin and EBITDA, the Series B and any debt" → "…, the Series B")."""
+    text = sentence_case(part)
+    if len(text.split()) <= limit:
+        return text
+    cuts = [m.start() for m in LIST_SPLIT.finditer(text) if len(text[: m.start()].split()) in range(3, limit + 1)]
+    cut = text[: cuts[-1]] if cuts else cap_words(text, limit)
+    return re.sub(r"(?:\s+(?:and|or|the|of|a|an|to|for|in|with))+$", "", cut.strip(" ,;:"), flags=re.IGNORECASE)
+
+
 def _step_for_part(part: str, entity: str) -> tuple[str, str, list[str]]:
     terms = part_terms(part)
     base = " ".join(terms[:8])
     queries = [f"{entity} {base}".strip()]
+    # A long part names more aspects than one query holds: the rest are searched together, so
+    # "…, cash, runway and the FY2026 budget" is looked for too (searches run in this order).
+    for i in range(8, len(terms), 6):
+        queries.append(f"{entity} {' '.join(terms[i : i + 6])}".strip())
     queries += [_expanded(entity, a) for a in sub_aspects(part) or ([part] if len(terms) <= 3 else [])]
     if len(queries) == 1 and len(terms) > 1:
         queries.append(f"{entity} {terms[0]}".strip())
-    title = cap_words(sentence_case(part), 12)
+    title = part_title(part)
     about = f" of {entity}" if entity else ""
     description = (
         f"Find the {part}{about}. Search the documents for '{queries[0]}' and extract the exact numbers, "
@@ -273,6 +292,10 @@ NOUN_DELIVERABLES = {"brief", "briefing", "report", "memo", "summary", "overview
 
 
 def _title(deliverable: str | None, entity: str, fallback: str) -> str:
+    if not deliverable and entity:
+        # "Where does Acme stand…? I need a briefing for a lender": the deliverable named anywhere.
+        named = re.search(rf"\b({'|'.join(sorted(NOUN_DELIVERABLES))})\b", fallback, re.IGNORECASE)
+        deliverable = named.group(1).lower() if named else "overview"
     if (deliverable and entity and " " in deliverable.strip()) or deliverable in NOUN_DELIVERABLES:
         name = deliverable if deliverable.lower() not in {"tell", "find", "list", "overview"} else "Overview"
         return cap_words(sentence_case(f"{name} on {entity}" if name != "Overview" else f"Overview of {entity}"), 16)

@@ -68,7 +68,7 @@ _VERB_STEMS = frozenset(
     consider consist contain continue control cost count create cut decide deliver depend describe
     design develop die drive drop earn enable end enter estimate exceed expand expect explain face
     fall feel find finish follow force form found gain get give go grow happen hold hope identify
-    improve include increase indicate involve join keep know lack last lead learn leave let lie like
+    imply improve include increase indicate involve join keep know lack last lead learn leave let lie like
     limit live look lose make mean measure meet move need note offer open operate own pay plan play
     point prefer prevent produce promise propose protect prove provide publish put raise reach read
     receive record reduce refer reflect release rely remain remove replace report represent require
@@ -91,11 +91,22 @@ def context_dependent(sentence: str) -> bool:
     s = sentence.strip()
     return bool(
         LEADING_ANAPHORA.match(s)
-        or DANGLING.search(s)
+        or any(not _this_verb(m.group(0), m.start()) for m in DANGLING.finditer(s))
         or ALSO_EARLY.match(s)
         or DEFINITE_REFERENT.match(s)
         or _early_pronoun(s)
     )
+
+
+def _this_verb(match: str, start: int) -> bool:
+    """ "…, this implies a runway of 21 months": mid-sentence "this" + a verb points back inside
+    the sentence itself, unlike "this chemistry"."""
+    parts = match.lower().split()
+    if start == 0 or len(parts) != 2 or parts[0] != "this" or not parts[1].endswith("s"):
+        return False
+    word = parts[1]
+    stems = {word[:-1], word[:-2], word[:-3] + "y" if word.endswith("ies") else ""}
+    return bool(stems & _VERB_STEMS)
 
 
 # Words before which a bare verb form is a noun ("the use", "to cost"), and prepositions after

@@ -58,7 +58,7 @@ MAX_READ_PASSAGES = 30
 # raw output and through the compressor.
 MAX_READ_CHARS = 100_000
 PER_DOCUMENT = 2  # passages per document in one result list
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2  # 2: drafts count as superseded
 
 
 @dataclass
