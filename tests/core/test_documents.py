@@ -133,6 +133,9 @@ def test_currency_dates_and_supersession_markers():
     assert info["superseded"] and info["superseded_by"].startswith("2026 price list")
     assert currency("# Price list\nThis price list supersedes the 2025 one.\n", "p.md")["superseded"] is False
     assert currency("# Old\n", "Archive/2024/old.md")["superseded"] is True
+    assert currency("# Old list\nDO NOT USE — see the 2026 list.\n", "p.md")["superseded"] is True
+    # An instruction about part of the use of a current document is no notice of its own.
+    assert currency("# Price list\n- Do not use this list for new-build plots.\n", "p.md")["superseded"] is False
 
 
 def test_a_paragraph_first_line_is_not_the_title():

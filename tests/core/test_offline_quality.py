@@ -10,6 +10,7 @@ misplaced facts, gaps the report denies, corroboration that did not survive veri
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -433,3 +434,19 @@ def test_figures_under_a_superseded_heading_are_never_kept():
     result = compress_extractively({**FACT_STEP, "raw": raw})
     kept = " ".join([result["summary"], *result["extraction"]])
     assert "€12M" not in kept and "€1,450" not in kept
+
+
+def test_a_bullet_list_request_is_answered_part_by_part_with_every_citation_verified():
+    question = (
+        "Where do solid-state batteries stand as they head into 2027? I need a briefing. Please cover:\n"
+        "* Challenges: interface resistance, dendrites and manufacturing cost.\n"
+        "* Manufacturers: how Toyota, QuantumScape and Samsung SDI are addressing them.\n"
+    )
+    ctx, report = _research(question)
+    summary = _section(report.markdown, "Executive summary")
+    heads = re.findall(r"^\*\*(.+?)\*\*", summary, re.MULTILINE)
+    # One paragraph per listed part, headed by the plan's step title, never by the request's wording.
+    steps = [s["title"] for s in json.loads(ctx.store.read_text("plan.json"))["steps"]]
+    assert heads and all(h.rstrip(".") in steps for h in heads)
+    assert not any("Please cover" in h or "*" in h for h in heads)
+    assert report.verified_citations > 0 and report.unverified_citations == 0

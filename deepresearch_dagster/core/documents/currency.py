@@ -60,7 +60,8 @@ DATE_PATTERNS = [
 ]
 SUPERSEDED = re.compile(
     r"\b(?:superseded|withdrawn|obsolete|no longer (?:current|valid|in effect|maintained)|out of date|"
-    r"do not use|archived copy|replaced by)\b",
+    # "DO NOT USE" of the whole document, not "do not use this list for new-build plots".
+    r"do not use(?=(?:\s+this\s+(?:document|version|file|copy))?\s*(?:[.;:!—–(-]|$))|archived copy|replaced by)\b",
     re.I,
 )
 SUPERSEDED_BY = re.compile(

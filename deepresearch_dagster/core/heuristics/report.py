@@ -15,6 +15,7 @@ from typing import Any
 
 from ..text import content_terms, is_instruction, split_sentences, words
 from .aspects import aspect_terms
+from .planning import enumerated_parts
 from .sentences import context_dependent, has_fact, is_fragment
 from .terms import ASPECT_WORDS, CLAUSE_SPLIT, INSTRUCTION_WORDS, QUESTION_LEAD, sentence_case
 
@@ -152,6 +153,10 @@ def _parts(question: str) -> list[str]:
     return clauses or [question.strip()]
 
 
+def _closed(text: str) -> str:
+    return text if re.search(r"[.!?][\"')\]”’]*$", text) else f"{text}."
+
+
 def _exec_summary(payload: dict[str, Any]) -> str:
     found = findings(payload)
     if not found:
@@ -161,8 +166,10 @@ def _exec_summary(payload: dict[str, Any]) -> str:
     used: set[int] = set()
     paragraphs: list[str] = []
     parts = _parts(payload["question"])
-    if len(parts) == 1 and len(words(parts[0])) > 15 and len(payload["plan"]["steps"]) > 1:
-        # One long request with enumerated parts: the plan's steps are its parts, titled briefly.
+    listed = enumerated_parts(str(payload["question"])) is not None
+    if (listed or (len(parts) == 1 and len(words(parts[0])) > 15)) and len(payload["plan"]["steps"]) > 1:
+        # A request that lists its parts ("(1) … (2) …", a bullet list), or one long request:
+        # the plan's steps are its parts, titled briefly.
         parts = [str(s["title"]) for s in payload["plan"]["steps"]]
     for part in parts:
         part_terms = (set(content_terms(part)) - INSTRUCTION_WORDS - ASPECT_WORDS - GENERIC) | aspect_terms(part)
@@ -181,7 +188,8 @@ def _exec_summary(payload: dict[str, Any]) -> str:
             continue
         used.update(id(f) for f in picked)
         lead = sentence_case(QUESTION_LEAD.sub("", part).strip() or part)
-        paragraphs.append(f"**{lead}.** " + " ".join(f"{f.text} {f.cited}" for f in picked))
+        # Run together in a paragraph, a data row needs its full stop to stay a sentence of its own.
+        paragraphs.append(f"**{lead}.** " + " ".join(f"{_closed(f.text)} {f.cited}" for f in picked))
     if not paragraphs:
         best = sorted(found, key=lambda f: _rank(f, question))[:3]
         paragraphs.append(" ".join(f"{f.text} {f.cited}" for f in best))

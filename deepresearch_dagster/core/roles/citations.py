@@ -17,6 +17,7 @@ _NUM = re.compile(r"\[(\d+)\]")
 _MARKUP = re.compile(r"[*_`#>|]+")
 _LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*$")
+_RUN_IN = re.compile(r"^\s*\*\*[^*]+\*\*\s*")
 _PASSAGE = re.compile(r"\s*\[passage \d+/\d+\]$")
 _PAGE = re.compile(r"\s*\(page (\d+)\)$")
 # read_document's banner lines (tools/local_search.py: _banner) are headings, but not places.
@@ -51,13 +52,47 @@ def find_support(sentence: str, entries: list[dict[str, Any]], raws: dict[str, s
         norm_raw = normalize(raw)
         if norm_sentence and norm_sentence in norm_raw:
             return sentence.strip(), e["artifact_file"]
+        row = table_row_support(norm_sentence, raw)
+        if row:
+            return row, e["artifact_file"]
+        # A paraphrase is supported by a quote that shares most of its words and all its numbers.
+        numbers = _numbers(sentence)
         candidates = [*split_sentences(e["summary"]), *e["extraction"]]
         best = max(candidates, key=lambda c: _overlap(terms, c), default=None)
-        if best and _overlap(terms, best) >= 0.5 and normalize(best) in norm_raw:
+        if best and _overlap(terms, best) >= 0.5 and normalize(best) in norm_raw and numbers <= _numbers(best):
             return best, e["artifact_file"]
         raw_best = max(split_sentences(raw), key=lambda s: _overlap(terms, s), default=None)
-        if raw_best and _overlap(terms, raw_best) >= 0.6:
+        if raw_best and _overlap(terms, raw_best) >= 0.6 and numbers <= _numbers(raw_best):
             return raw_best, e["artifact_file"]
+    return None
+
+
+def _numbers(text: str) -> set[str]:
+    """The figures a sentence states ("£1,400" and "1400" alike), for the paraphrase check."""
+    return {n.replace(",", "") for n in re.findall(r"\d+(?:[.,]\d+)*", text)}
+
+
+def table_row_support(norm_sentence: str, raw: str) -> str | None:
+    """The raw Markdown table row a finding quotes as "Header: cell; Header: cell", or None.
+
+    Every cell of the row must be in the finding (a cell may hold "; " itself, so the finding is
+    not split back into cells), and the cells must make up at least half of it: a header row's
+    short names alone never support a finding."""
+    lines = raw.splitlines()
+    for i, line in enumerate(lines):
+        if not line.lstrip().startswith("|"):
+            continue
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if re.fullmatch(r"\s*\|?(?:\s*:?-{2,}:?\s*\|)+\s*", nxt):
+            continue  # a header row
+        cells = [normalize(c) for c in line.strip().strip("|").split("|")]
+        cells = [c for c in cells if c and not re.fullmatch(r"[-: ]+", c)]
+        if (
+            len(cells) >= 2
+            and all(c in norm_sentence for c in cells)
+            and sum(map(len, cells)) >= 0.5 * len(norm_sentence)
+        ):
+            return line.strip()
     return None
 
 
@@ -75,7 +110,8 @@ def verify_citations(
             rebuilt.append(text)
             if i + 1 >= len(pieces):
                 continue
-            sentence = split_sentences(_LIST.sub("", text).strip())
+            # Bold run-in heads ("**Risks.** ID: R05; …") are markup, not part of the claim.
+            sentence = split_sentences(_RUN_IN.sub("", _LIST.sub("", text)).strip())
             claim = sentence[-1] if sentence else text.strip()
             kept = []
             for n in (int(m) for m in _NUM.findall(pieces[i + 1])):

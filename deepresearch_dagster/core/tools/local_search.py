@@ -58,7 +58,7 @@ MAX_READ_PASSAGES = 30
 # raw output and through the compressor.
 MAX_READ_CHARS = 100_000
 PER_DOCUMENT = 2  # passages per document in one result list
-SNAPSHOT_VERSION = 2  # 2: drafts count as superseded
+SNAPSHOT_VERSION = 3  # 2: drafts count as superseded; 3: "do not use this list for …" does not
 
 
 @dataclass
