@@ -450,3 +450,92 @@ def test_a_bullet_list_request_is_answered_part_by_part_with_every_citation_veri
     assert heads and all(h.rstrip(".") in steps for h in heads)
     assert not any("Please cover" in h or "*" in h for h in heads)
     assert report.verified_citations > 0 and report.unverified_citations == 0
+
+
+KPI_SHEET = (
+    """# Install KPIs 2025
+
+## Source: ops/install_kpis_2025.xlsx · XLSX · dated 2026-01-12 · status: current
+
+## Monthly
+
+| Month | Installs | Lead time (days) |
+| --- | --- | --- |
+"""
+    + "\n".join(
+        f"| {m} | {300 + 20 * k} | {33 - k} |"
+        for k, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split())
+    )
+    + """
+
+## Customer KPIs
+
+| KPI | 2024 | 2025 |
+| --- | --- | --- |
+| Net Promoter Score (customer satisfaction) | 54 | 62 |
+| Installed base (homes) | 8,430 | 14,300 |
+"""
+)
+OPS_STEP = {
+    **FACT_STEP,
+    "plan_title": "Briefing on Acme Energy",
+    "step_title": "Operations: installs, lead times and customer satisfaction",
+    "step_description": "Find Acme Energy's installs, lead times and customer satisfaction. Search the documents "
+    "for 'Acme Energy installs lead times customer satisfaction' and 'Acme Energy NPS net promoter score'.",
+}
+
+
+def test_one_long_table_does_not_crowd_out_the_other_tables_rows():
+    result = compress_extractively({**OPS_STEP, "raw": KPI_SHEET})
+    kept = " ".join([result["summary"], *result["extraction"]])
+    assert "Net Promoter Score" in kept and "14,300" in kept
+    monthly = [u for u in [*result["extraction"]] if u.startswith("Month:")]
+    assert 0 < len(monthly) < 12
+
+
+HEADCOUNT_EXPORT = (
+    """# headcount dec 2025
+
+## Source: people/headcount_dec_2025.csv · CSV · dated 2025-12 · status: current
+
+| function | headcount_31dec2024 | headcount_31dec2025 |
+| --- | --- | --- |
+"""
+    + "\n".join(
+        f"| {team} | {10 + k} | {12 + k} |"
+        for k, team in enumerate(
+            [
+                "Field installation",
+                "Survey & design",
+                "Customer service",
+                "Sales",
+                "Engineering",
+                "Finance",
+                "Leadership",
+            ]
+        )
+    )
+    + """
+| Total | 301 | 412 |
+"""
+)
+TEAM_STEP = {
+    **FACT_STEP,
+    "plan_title": "Briefing on Acme Energy",
+    "step_title": "Leadership and governance: who runs the company, who chairs the board",
+    "step_description": "Find the leadership and governance and how big the team is of Acme Energy. Search the "
+    "documents for 'Acme Energy leadership governance board big team' and 'Acme Energy big team headcount "
+    "employees'.",
+}
+
+
+@pytest.mark.parametrize(("tool", "useful"), [("read_document", True), ("fetch_url", False)])
+def test_a_document_named_after_a_searched_word_is_read_for_its_total_row(tool, useful):
+    # Its rows start with a "function" column and repeat "headcount" in every line (BM25 gives it ~0):
+    # a document of the user's own named after a searched word still answers, with its total.
+    result = compress_extractively(
+        {**TEAM_STEP, "tool_name": tool, "raw": HEADCOUNT_EXPORT, "source_title": "headcount dec 2025"}
+    )
+    assert result["is_useful"] is useful
+    if useful:
+        assert "412" in " ".join([result["summary"], *result["extraction"]])

@@ -35,6 +35,7 @@ from typing import Any
 
 from ..text import STOPWORDS, content_terms, count_sentences, estimate_tokens, is_instruction, split_sentences, words
 from .aspects import aspect_terms
+from .planning import DOCUMENT_GUIDANCE
 from .sentences import context_dependent, has_fact, is_fragment, looks_english, looks_like_code, named_entities
 from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, LIST_MARKER, cap_words
 
@@ -52,6 +53,7 @@ _NUMBER_WORDS = re.compile(
 TARGET_RATIO = 0.05
 MAX_MESSAGE_TOKENS = 400
 MAX_EXTRACTION = 10
+MAX_TABLE_ROWS = 4  # rows of one table before other units get their turn
 FACT_RATIO = 0.7
 MAX_FACT_TOKENS = 220
 FACT_SHEET_TOKENS = 800
@@ -92,6 +94,7 @@ _STALE_HEADING = re.compile(r"^#+\s*SUPERSEDED\b|·\s*status:\s*superseded\b", r
 _BANNER = re.compile(r"^#+\s*Source:\s*\S+\s*·", re.IGNORECASE)
 _HEADING_NOISE = re.compile(r"\[passage \d+/\d+\]|\(page \d+\)|›")
 _METADATA = re.compile(r"^(?:last updated|updated|date|dated|version|owner|prepared by|page)\b[^.;]{0,40}$", re.I)
+_TOTAL_ROW = re.compile(r"^(?:[^:;]{1,40}:\s*)?(?:grand\s+)?(?:total|overall|all\s+\w+)\b", re.IGNORECASE)
 _HTML = re.compile(r"<(?:p|div|span|a|html|body|table|li|h[1-6])[\s>]", re.IGNORECASE)
 
 
@@ -251,6 +254,7 @@ class Unit:
     terms: list[str] = field(default_factory=list)
     context: set[str] = field(default_factory=set)  # terms of the heading above it
     block: int = 0  # the line (paragraph) it comes from
+    table: int = -1  # the table a row belongs to (-1: not a row)
 
 
 def _clean(text: str) -> str:
@@ -278,20 +282,25 @@ def extract_units(raw: str) -> list[Unit]:
         key = text.lower()
         if key in seen or n < (2 if kind != "sentence" else 5) or n > MAX_UNIT_WORDS or len(text) < 12:
             return
-        if looks_like_code(text) or not looks_english(text) or not re.search(r"[a-z]", text):
+        # A table row is data whatever its first header says ("function: Field installation; …").
+        code = kind != "row" and looks_like_code(text)
+        if code or not looks_english(text) or not re.search(r"[a-z]", text):
             return
         if is_instruction(text):  # untrusted content: an instruction is never a finding
             return
         seen.add(key)
-        units.append(Unit(text, kind, len(units), content_terms(text), heading, block))
+        units.append(Unit(text, kind, len(units), content_terms(text), heading, block, table if kind == "row" else -1))
 
     block = 0
+    table = -1
+    in_table = False
     stale_level = 0  # the level of a "SUPERSEDED" heading whose figures are out of date (0: none)
     for i, line in enumerate(lines):
         block = i
         st = line.strip()
         if not st:
             header = None
+            in_table = False
             continue
         if st.startswith("#"):
             level = len(st) - len(st.lstrip("#"))
@@ -302,13 +311,18 @@ def extract_units(raw: str) -> list[Unit]:
         if stale_level:  # figures of a superseded document are never findings
             header = None
             continue
-        if st.startswith("|") and st.count("|") >= 2:
+        is_row = st.startswith("|") and st.count("|") >= 2
+        if is_row and not in_table:
+            table += 1
+        in_table = is_row
+        if is_row:
             cells = _cells(st)
             if all(_TABLE_SEP.match(c) or not c for c in cells):
                 continue
             nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
             if header is None and nxt.startswith("|") and all(_TABLE_SEP.match(c) or not c for c in _cells(nxt)):
-                header = cells
+                # "headcount_31dec2025" is an export's column name: its words are what rows match on.
+                header = [c.replace("_", " ") for c in cells]
                 continue
             names = header if header and len(header) == len(cells) else [""] * len(cells)
             add(
@@ -353,7 +367,8 @@ def _weighted_query(payload: dict[str, Any]) -> tuple[dict[str, float], set[str]
 
     queries = " ".join(str(q) for q in payload.get("queries") or [])
     title = terms(payload["step_title"])
-    described = terms(f"{payload.get('step_description', '')} {queries}") - title
+    description = str(payload.get("step_description", "")).replace(DOCUMENT_GUIDANCE, "")
+    described = terms(f"{description} {queries}") - title
     plan_title = payload.get("plan_title", "")
     # The entity without aspect words ("main challenges"), but compounds stay whole ("solid-state").
     compounds = {t for w in re.findall(r"\w+(?:-\w+)+", plan_title) for t in terms(w.replace("-", " "))}
@@ -435,6 +450,11 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
         same_paragraph = units[i].block == units[i - 1].block
         if units[i].kind == "sentence" and same_paragraph and scores[i - 1] > 0 and context_dependent(units[i].text):
             scores[i] += 0.4 * scores[i - 1]
+    # A table's total row sums up the rows the step matched ("Total: 412" under 9 teams' headcounts).
+    best_score = max(scores, default=0.0)
+    for i, u in enumerate(units):
+        if u.kind == "row" and scores[i] > 0 and _TOTAL_ROW.match(u.text):
+            scores[i] = max(scores[i], 0.5 * best_score)
     all_terms = {t for u in units for t in u.terms}
     # The unit among the ten best that shares the most words with the step or the entity.
     top = sorted(range(len(units)), key=lambda i: (-scores[i], i))[:10]
@@ -459,6 +479,11 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     # Not the planner's generic section names ("Limitations and outlook" vs "… — Outlook").
     # Only the step's title counts here: its description is the planner's template text.
     title_topic = set(content_terms(step_title)) - entity - SECTION_WORDS - INSTRUCTION_WORDS - TEMPLATE_WORDS
+    if payload.get("tool_name") in DOCUMENT_TOOLS:
+        # A document of the user's own named after a word the step searches for ("headcount" for
+        # "how big the team is"): its rows repeat that word in every line, so BM25 gives it ~0.
+        searched = " ".join(re.findall(r"'([^']+)'", str(payload.get("step_description", ""))))
+        title_topic |= set(content_terms(searched)) - entity - SECTION_WORDS - ASPECT_WORDS - INSTRUCTION_WORDS
     titled = bool(title_topic & source_terms) and any(_fact_unit(u) for u in units)
     if titled and scores[best] <= 0:
         scores = [s if s > 0 else (0.01 if _fact_unit(u) else 0.0) for s, u in zip(scores, units, strict=True)]
@@ -534,23 +559,32 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     rest = [i for i, u in enumerate(units) if short and scores[i] <= 0 and _fact_unit(u) and _norm(u.text) != title_key]
     said = _norm(" ".join(summary_sents))
     extraction_idx: list[int] = []
-    for i in ranked + rest:
-        if len(extraction_idx) >= MAX_EXTRACTION:
-            break
-        if i in summary_idx or _METADATA.match(units[i].text):
-            continue
-        text = _norm(units[i].text)
-        if text in said or any(_norm(s) in text for s in summary_sents):
-            continue  # the summary says it already, or it repeats a summary clause
-        factual = _fact_unit(units[i]) and (scores[i] >= 0.15 * top or scores[i] <= 0)
-        factual = factual and (fact_sheet or scores[i] >= RELEVANT_FACT * top)
-        if scores[i] < 0.3 * top and not factual:
-            continue
-        cost = _json_tokens(units[i].text) + ITEM_TOKENS
-        if used + cost > (fact_budget if factual else budget):
-            continue
-        extraction_idx.append(i)
-        used += cost
+    per_table = Counter(units[i].table for i in summary_idx if units[i].table >= 0)
+    # Twice: first at most MAX_TABLE_ROWS rows of any one table (twelve monthly rows must not
+    # crowd out the KPI table's NPS row), then whatever room is left, in the same order.
+    for table_cap in (MAX_TABLE_ROWS, MAX_EXTRACTION):
+        for i in ranked + rest:
+            if len(extraction_idx) >= MAX_EXTRACTION:
+                break
+            if i in summary_idx or i in extraction_idx or _METADATA.match(units[i].text):
+                continue
+            table = units[i].table
+            if table >= 0 and per_table[table] >= table_cap:
+                continue
+            text = _norm(units[i].text)
+            if text in said or any(_norm(s) in text for s in summary_sents):
+                continue  # the summary says it already, or it repeats a summary clause
+            # In a short fact sheet every fact counts, a weak match as much as none ("rest" below).
+            factual = _fact_unit(units[i]) and (short or scores[i] >= 0.15 * top or scores[i] <= 0)
+            factual = factual and (fact_sheet or scores[i] >= RELEVANT_FACT * top)
+            if scores[i] < 0.3 * top and not factual:
+                continue
+            cost = _json_tokens(units[i].text) + ITEM_TOKENS
+            if used + cost > (fact_budget if factual else budget):
+                continue
+            extraction_idx.append(i)
+            per_table[table] += 1
+            used += cost
     return {
         "summary_title": title,
         "summary": " ".join(summary_sents),

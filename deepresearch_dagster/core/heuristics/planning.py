@@ -248,6 +248,9 @@ ASPECT_VOCABULARY = {
     "risks": "risk register",
     "leadership": "CEO CFO CTO founders",
     "governance": "board of directors chair",
+    "satisfaction": "NPS net promoter score",
+    "team": "headcount employees",
+    "valuation": "post-money pre-money",
 }
 
 
@@ -255,6 +258,13 @@ def _expanded(entity: str, aspect: str) -> str:
     terms = part_terms(aspect)[:6]
     extra = list(dict.fromkeys(ASPECT_VOCABULARY[t] for t in terms if t in ASPECT_VOCABULARY))
     return " ".join([entity, *terms, *extra]).strip()
+
+
+def _quoted(queries: list[str]) -> str:
+    """ "'a'", "'a' and 'b'", "'a', 'b' and 'c'": every search phrase, so that whoever reads the step
+    (the compressor gets its description, not its queries) knows the words it is answered in."""
+    quoted = [f"'{q}'" for q in dict.fromkeys(queries)]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} and {quoted[-1]}"
 
 
 def part_title(part: str, limit: int = 12) -> str:
@@ -281,13 +291,16 @@ def _step_for_part(part: str, entity: str) -> tuple[str, str, list[str]]:
         queries.append(f"{entity} {terms[0]}".strip())
     title = part_title(part)
     about = f" of {entity}" if entity else ""
-    description = (
-        f"Find the {part}{about}. Search the documents for '{queries[0]}' and extract the exact numbers, "
-        "dates, names and table rows that answer it; prefer current documents over superseded ones."
-    )
+    description = f"Find the {part}{about}. Search the documents for {_quoted(queries)} and {DOCUMENT_GUIDANCE}"
     return title, description, queries
 
 
+# How to read documents for a step: guidance for a model researcher, not the step's topic (the
+# extractive compressor leaves these words out of the step's terms).
+DOCUMENT_GUIDANCE = (
+    "extract the exact numbers, dates, names and table rows that answer it; prefer current documents over "
+    "superseded ones."
+)
 NOUN_DELIVERABLES = {"brief", "briefing", "report", "memo", "summary", "overview", "analysis", "assessment", "profile"}
 
 
