@@ -123,3 +123,27 @@ def test_a_question_led_request_with_a_bullet_list_names_its_entity_and_titles_p
     assert all(q.startswith("Fernhill Energy ") for q in money["queries"])
     searched = " ".join(money["queries"][:3]).lower()
     assert all(word in searched for word in ("cash", "runway", "budget", "debt"))
+
+
+@pytest.mark.parametrize(
+    ("question", "title", "steps"),
+    [
+        (
+            "What should a potential acquirer know about Brightwater Analytics? Cover its finances and funding, "
+            "its products and pricing, its customers and operations, and the main risks. Cite sources.",
+            "Overview of Brightwater Analytics",
+            ["Finances and funding", "Products and pricing", "Customers and operations", "The main risks"],
+        ),
+        (
+            "Summarise Orion Labs for our board.\n1. Revenue, margins and cash position\n2. Largest customers and churn\n",
+            "Overview of Orion Labs",
+            ["Revenue, margins and cash position", "Largest customers and churn"],
+        ),
+    ],
+)
+def test_inline_lists_and_audiences_shape_the_plan(question, title, steps):
+    plan = plan_heuristically({"question": question, "max_steps": 5})
+    assert plan["plan_title"] == title
+    assert [s["title"] for s in plan["steps"]] == steps
+    entity = title.removeprefix("Overview of ")
+    assert all(q.startswith(entity + " ") for s in plan["steps"] for q in s["queries"])

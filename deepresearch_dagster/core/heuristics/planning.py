@@ -163,7 +163,13 @@ def entity_of(text: str) -> str:
     about = re.search(r"\b(?i:on|about|of|for|regarding|at)\s+(?=[A-Z0-9])", text)
     if about and capitalized_runs(text[about.end() :]):
         text = text[about.end() :]
-    head = re.split(r"\s*(?:,|\(|—|–|:|;|\s-\s|\bincluding\b|\bcovering\b|\bwith\b|\bfocus)", text, maxsplit=1)[0]
+    # The name ends at a clause, a sentence end or an audience ("Orion Labs for our board").
+    head = re.split(
+        r"\s*(?:,|\(|—|–|:|;|\?|\.\s|\s-\s|\bincluding\b|\bcovering\b|\bwith\b|\bfocus|"
+        r"\bfor\s+(?:our|my|the|a|an|your|their|us|me)\b)",
+        text,
+        maxsplit=1,
+    )[0]
     head = re.sub(r"(?:'s|’s)$", "", head.strip())
     names = capitalized_runs(head)
     if names and len(head.split()) > 6:
@@ -218,7 +224,7 @@ def enumerated_parts(raw: str) -> tuple[str, list[str]] | None:
     text = " ".join(raw.split())
     markers = list(MARKER.finditer(text))
     if len(markers) < 2:
-        return None
+        return _inline_list(text)
     labels = [(m.group(1) or m.group(2) or m.group(3) or m.group(4)).lower() for m in markers]
     expected = [str(i) for i in range(1, len(labels) + 1)] if labels[0].isdigit() else list("abcdefgh"[: len(labels)])
     if labels != expected:
@@ -230,6 +236,26 @@ def enumerated_parts(raw: str) -> tuple[str, list[str]] | None:
     # The last part ends where the instructions begin ("… (4) governance. Be specific…").
     parts[-1] = re.split(r"(?<=[.!?])\s+(?=[A-Z])", parts[-1].strip(), maxsplit=1)[0]
     return text[: markers[0].start()], parts
+
+
+# "… ? Cover its finances, its products and pricing, its customers, and the main risks."
+INLINE_LIST = re.compile(
+    r"(?:^|(?<=[.?!:])\s+)(?:please\s+)?(?:cover|covering|include|including|address|focus\s+on|look\s+at)"
+    r"\s*:?\s+(?P<items>[^.?!]+)[.?!]?",
+    re.IGNORECASE,
+)
+
+
+def _inline_list(text: str) -> tuple[str, list[str]] | None:
+    """``(lead, parts)`` for a sentence that lists three or more parts after "Cover"/"Include"."""
+    match = INLINE_LIST.search(text)
+    if not match or match.start() == 0:
+        return None
+    # Commas separate the parts; "and" may join words inside one ("finances and funding").
+    items = [i for i in re.split(r"\s*[,;]\s*(?:and\s+|or\s+)?", match.group("items")) if i.strip()]
+    if len(items) < 3:
+        return None
+    return text[: match.start()].strip(), items
 
 
 # --- plan shapes ---------------------------------------------------------------------------------
@@ -305,8 +331,9 @@ NOUN_DELIVERABLES = {"brief", "briefing", "report", "memo", "summary", "overview
 
 
 def _title(deliverable: str | None, entity: str, fallback: str) -> str:
-    if not deliverable and entity:
-        # "Where does Acme stand…? I need a briefing for a lender": the deliverable named anywhere.
+    if entity and (not deliverable or (deliverable not in NOUN_DELIVERABLES and " " not in deliverable.strip())):
+        # "Where does Acme stand…? I need a briefing for a lender" / "Summarise Acme for our board":
+        # the deliverable named anywhere, else an overview of the entity.
         named = re.search(rf"\b({'|'.join(sorted(NOUN_DELIVERABLES))})\b", fallback, re.IGNORECASE)
         deliverable = named.group(1).lower() if named else "overview"
     if (deliverable and entity and " " in deliverable.strip()) or deliverable in NOUN_DELIVERABLES:
