@@ -135,7 +135,8 @@ def test_a_question_led_request_with_a_bullet_list_names_its_entity_and_titles_p
             ["Finances and funding", "Products and pricing", "Customers and operations", "The main risks"],
         ),
         (
-            "Summarise Orion Labs for our board.\n1. Revenue, margins and cash position\n2. Largest customers and churn\n",
+            "Summarise Orion Labs for our board.\n1. Revenue, margins and cash position\n"
+            "2. Largest customers and churn\n",
             "Overview of Orion Labs",
             ["Revenue, margins and cash position", "Largest customers and churn"],
         ),
