@@ -148,3 +148,21 @@ def test_inline_lists_and_audiences_shape_the_plan(question, title, steps):
     assert [s["title"] for s in plan["steps"]] == steps
     entity = title.removeprefix("Overview of ")
     assert all(q.startswith(entity + " ") for s in plan["steps"] for q in s["queries"])
+
+
+def test_a_we_led_request_with_numbered_questions_names_the_company_not_the_first_word():
+    question = (
+        "We're weighing a strategic investment in Brightfurrow, the Leeds vertical-farming company. "
+        "Please answer the following, citing the documents:\n\n"
+        "1. How much money has Brightfurrow raised so far, from which investors and at what valuation?\n"
+        "2. Who runs the company, who sits on the board, and who owns it?\n"
+    )
+    plan = plan_heuristically({"question": question, "max_steps": 5})
+    assert plan["plan_title"] == "Overview of Brightfurrow"
+    money, people = plan["steps"]
+    assert all(q.startswith("Brightfurrow ") and "We're" not in q for q in money["queries"] + people["queries"])
+    # Filler ("much", "so far") stays out; the entity is not repeated; each aspect query adds words.
+    assert money["queries"][0] == "Brightfurrow money raised investors valuation"
+    words = [set(q.split()[1:]) for q in people["queries"]]
+    assert all(w - set().union(*words[:i]) for i, w in enumerate(words))
+    assert any("shareholders" in q for q in people["queries"])  # "who owns it" is asked of the cap table

@@ -91,6 +91,7 @@ NOT_NAMES = {
 # Words of the request's wording rather than its topic; they never enter a query.
 REQUEST_WORDS = set(
     content_terms(
+        "much many far today moving worry large big "
         "prepare write draft produce create compile give provide brief briefing report memo summary overview "
         "analysis assessment profile dossier specific cite sources source citation numbers names please detail "
         "detailed due diligence due-diligence its their current including include"
@@ -172,8 +173,11 @@ def entity_of(text: str) -> str:
     )[0]
     head = re.sub(r"(?:'s|’s)$", "", head.strip())
     names = capitalized_runs(head)
-    if names and len(head.split()) > 6:
-        return names[0]
+    # "We're weighing an investment in Brightfurrow": a lone capitalized first word is grammar.
+    first = head.split()[0].strip(".'’") if head.split() else ""
+    named = [n for n in names if not (n == first and " " not in n)] or names
+    if named and len(head.split()) > 6:
+        return named[0]
     return " ".join(head.split()[:8]).strip(" .")
 
 
@@ -277,6 +281,13 @@ ASPECT_VOCABULARY = {
     "satisfaction": "NPS net promoter score",
     "team": "headcount employees",
     "valuation": "post-money pre-money",
+    "cost": "price list pricing",
+    "margins": "gross margin EBITDA",
+    "losses": "EBITDA net loss",
+    "owns": "shareholders ownership cap table",
+    "ownership": "shareholders cap table",
+    "runs": "CEO founders",
+    "sell": "products range",
 }
 
 
@@ -305,14 +316,23 @@ def part_title(part: str, limit: int = 12) -> str:
 
 
 def _step_for_part(part: str, entity: str) -> tuple[str, str, list[str]]:
-    terms = part_terms(part)
+    named = set(content_terms(entity))
+    # The entity leads every query once; its name inside the part ("has Acme raised") adds nothing.
+    terms = [t for t in part_terms(part) if not set(content_terms(t)) <= named] or part_terms(part)
     base = " ".join(terms[:8])
     queries = [f"{entity} {base}".strip()]
     # A long part names more aspects than one query holds: the rest are searched together, so
     # "…, cash, runway and the FY2026 budget" is looked for too (searches run in this order).
     for i in range(8, len(terms), 6):
         queries.append(f"{entity} {' '.join(terms[i : i + 6])}".strip())
-    queries += [_expanded(entity, a) for a in sub_aspects(part) or ([part] if len(terms) <= 3 else [])]
+    aspects = [_expanded(entity, a) for a in sub_aspects(part) or ([part] if len(terms) <= 3 else [])]
+    # Only the aspect queries that search for a word no earlier query has (searches are few).
+    searched = {t for q in queries for t in content_terms(q)}
+    for query in aspects:
+        new = set(content_terms(query)) - searched
+        if new:
+            queries.append(query)
+            searched |= new
     if len(queries) == 1 and len(terms) > 1:
         queries.append(f"{entity} {terms[0]}".strip())
     title = part_title(part)

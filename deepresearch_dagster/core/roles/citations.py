@@ -76,7 +76,7 @@ def table_row_support(norm_sentence: str, raw: str) -> str | None:
     """The raw Markdown table row a finding quotes as "Header: cell; Header: cell", or None.
 
     Every cell of the row must be in the finding (a cell may hold "; " itself, so the finding is
-    not split back into cells), and the cells must make up at least half of it: a header row's
+    not split back into cells), and the cells must make up 30 % of it or more: a header row's
     short names alone never support a finding."""
     lines = raw.splitlines()
     for i, line in enumerate(lines):
@@ -90,7 +90,7 @@ def table_row_support(norm_sentence: str, raw: str) -> str | None:
         if (
             len(cells) >= 2
             and all(c in norm_sentence for c in cells)
-            and sum(map(len, cells)) >= 0.5 * len(norm_sentence)
+            and sum(map(len, cells)) >= 0.3 * len(norm_sentence)
         ):
             return line.strip()
     return None
