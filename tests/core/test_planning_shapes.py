@@ -166,3 +166,17 @@ def test_a_we_led_request_with_numbered_questions_names_the_company_not_the_firs
     words = [set(q.split()[1:]) for q in people["queries"]]
     assert all(w - set().union(*words[:i]) for i, w in enumerate(words))
     assert any("shareholders" in q for q in people["queries"])  # "who owns it" is asked of the cap table
+
+
+def test_the_company_an_appositive_describes_is_the_entity_not_a_project_name_before_it():
+    question = (
+        "We've been invited into the Project Heron process for a minority stake in Brackenfold Veterinary Group "
+        "(the Leeds-based vet practice group) and I need a briefing note. Please cover:\n\n"
+        "1. Money: equity raised and the debt facility.\n"
+        "2. Risks and legal exposure: regulatory, workforce and litigation — quantify wherever the documents allow.\n"
+    )
+    plan = plan_heuristically({"question": question, "max_steps": 5})
+    assert plan["plan_title"] == "Briefing on Brackenfold Veterinary Group"
+    risks = plan["steps"][1]
+    assert all(q.startswith("Brackenfold Veterinary Group ") for q in risks["queries"])
+    assert not any(word in q for q in risks["queries"] for word in ("quantify", "wherever", "Heron"))

@@ -118,3 +118,26 @@ def test_raw_context_mode_injects_whole_outputs_without_compressing(make_context
     raw_dir = ctx.store.raw_dir(_plan().plan_title)
     injected = [m["content"] for msgs in outputs.conversations.values() for m in msgs if m["role"] == "assistant"]
     assert injected == [(raw_dir / c.artifact_file).read_text() for c in outputs.calls]
+
+
+def test_a_passage_read_in_an_earlier_step_is_not_read_again_but_the_rest_of_its_document_is():
+    from deepresearch_dagster.core.roles.researcher import _passage_reads
+    from deepresearch_dagster.core.roles.retrieval import rank_results
+
+    listing = json.dumps(
+        {
+            "query": "risks",
+            "results": [
+                {"path": "legal/risks.docx", "passage": 4, "passages": 9, "score": 6.0, "title": "Risk register"},
+                {"path": "ops/kpis.xlsx", "passage": 1, "passages": 2, "score": 2.0, "title": "KPIs"},
+            ],
+        }
+    )
+    ranked = rank_results([listing], "risks litigation")
+    reads = _passage_reads([listing], ranked, set(), 2)
+    assert [r.arguments for r in reads] == [
+        {"path": "legal/risks.docx", "start": 4, "end": 5},
+        {"path": "ops/kpis.xlsx", "start": 1, "end": 2},
+    ]
+    again = _passage_reads([listing], ranked, set(), 2, done={("legal/risks.docx", 4, 5)})
+    assert [r.arguments["path"] for r in again] == ["ops/kpis.xlsx"]

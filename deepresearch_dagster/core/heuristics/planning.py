@@ -91,7 +91,7 @@ NOT_NAMES = {
 # Words of the request's wording rather than its topic; they never enter a query.
 REQUEST_WORDS = set(
     content_terms(
-        "much many far today moving worry large big "
+        "much many far today moving worry large big quantify wherever allow possible "
         "prepare write draft produce create compile give provide brief briefing report memo summary overview "
         "analysis assessment profile dossier specific cite sources source citation numbers names please detail "
         "detailed due diligence due-diligence its their current including include"
@@ -167,7 +167,7 @@ def entity_of(text: str) -> str:
     # The name ends at a clause, a sentence end or an audience ("Orion Labs for our board").
     head = re.split(
         r"\s*(?:,|\(|—|–|:|;|\?|\.\s|\s-\s|\bincluding\b|\bcovering\b|\bwith\b|\bfocus|"
-        r"\bfor\s+(?:our|my|the|a|an|your|their|us|me)\b)",
+        r"\bfor\s+(?:our|my|your|their|us|me)\b)",
         text,
         maxsplit=1,
     )[0]
@@ -176,6 +176,11 @@ def entity_of(text: str) -> str:
     # "We're weighing an investment in Brightfurrow": a lone capitalized first word is grammar.
     first = head.split()[0].strip(".'’") if head.split() else ""
     named = [n for n in names if not (n == first and " " not in n)] or names
+    # "… a stake in Brackenfold Veterinary Group (the Leeds-based vet group)": the name an
+    # appositive describes is the subject, not an earlier one ("the Project Heron process").
+    described = re.match(r"\s*(?:,|\(|—|–)\s*(?:the|a|an)\s", text[len(head) :])
+    if named and described and head.rstrip(" .'’s").endswith(named[-1]):
+        return named[-1]
     if named and len(head.split()) > 6:
         return named[0]
     return " ".join(head.split()[:8]).strip(" .")

@@ -63,7 +63,8 @@ class ResearchState:
     calls: list[ToolCallRecord] = field(default_factory=list)
     summaries: list[SummaryRecord] = field(default_factory=list)
     conversations: dict[str, list[dict[str, str]]] = field(default_factory=dict)
-    already_read: list[str] = field(default_factory=list)
+    already_read: list[str] = field(default_factory=list)  # whole documents / pages that answered a step
+    read_ranges: set[tuple[str, int, int]] = field(default_factory=set)  # passage reads that answered one
     memory: list[dict[str, Any]] = field(default_factory=list)  # injected summaries + step/source
 
     @property
@@ -200,8 +201,16 @@ def _absorb(
     if injected is not None:
         run.memory.append(injected.model_dump())
         state.memory.append({**injected.model_dump(), "step_id": record.step_id, "source": record.source})
-    if request.name in READ_TOOLS and record.status == "ok":
-        state.already_read.append(str(request.arguments.get(READ_TOOLS[request.name])))
+    if request.name in READ_TOOLS and record.status == "ok" and (injected is not None or summary.raw_context):
+        # Only a read that answered its step counts as read: a risk register that said nothing
+        # about operations stays a candidate for the risks step. A passage read leaves the rest
+        # of its document to later steps.
+        target = str(request.arguments.get(READ_TOOLS[request.name]))
+        start, end = request.arguments.get("start"), request.arguments.get("end")
+        if isinstance(start, int) and isinstance(end, int):
+            state.read_ranges.add((target, start, end))
+        else:
+            state.already_read.append(target)
     # One short line per call (step.call, tool, tokens, verdict); the full artifact name is a
     # debug line (`deepresearch run --verbose`; the UI's table and the audit have it too).
     ctx.log(f"  {record.call_id} {request.name}: {record.raw_tokens:,} raw tokens → {verdict}")
@@ -215,9 +224,12 @@ def _search_requests(step: PlanStep, toolbox: Toolbox, breadth: int, cap: int) -
     return [ToolCallRequest(name, {"query": q, size_arg: 5}) for q in queries[: min(breadth, cap)]]
 
 
-def _passage_reads(listings: list[str], ranked: list[Any], taken: set[str], n: int) -> list[ToolCallRequest]:
+def _passage_reads(
+    listings: list[str], ranked: list[Any], taken: set[str], n: int, done: set[tuple[str, int, int]] = frozenset()
+) -> list[ToolCallRequest]:
     """``read_document {path, start, end}`` for the best current passage of the next ``n`` ranked
-    documents that a passage listing names (none when the listings are not passage-level)."""
+    documents that a passage listing names (none when the listings are not passage-level), except
+    a passage range an earlier step read already (``done``)."""
     if n <= 0:
         return []
     best: dict[str, tuple[float, int, int]] = {}
@@ -242,7 +254,7 @@ def _passage_reads(listings: list[str], ranked: list[Any], taken: set[str], n: i
     for r in ranked:
         if len(out) >= n:
             break
-        if r.source in taken or r.source not in best:
+        if r.source in taken or r.source not in best or (r.source, *best[r.source][1:]) in done:
             continue
         _, start, end = best[r.source]
         out.append(ToolCallRequest("read_document", {"path": r.source, "start": start, "end": end}))
@@ -287,7 +299,7 @@ def execute_step(
             # (one section, not a file), so as many more documents are read, one passage each.
             taken = {str(r.arguments[arg]) for r in reads} | set(state.already_read)
             room = max(0, cap - len(run.calls) - len(reads) - 1)  # one call left for the researcher
-            reads += _passage_reads(listings, ranked, taken, min(top_k, room))
+            reads += _passage_reads(listings, ranked, taken, min(top_k, room), state.read_ranges)
         run_calls(ctx, plan, toolbox, run, state, reads)
         _researcher_phase(ctx, plan, toolbox, run, state)
     finally:
