@@ -233,6 +233,9 @@ def test_verbless_fragments_are_not_quoted_but_table_rows_are():
     fragment = "Recycling efficiency targets for lithium-based batteries of 65 percent by weight by the end of 2025."
     assert is_fragment(fragment) and not usable(fragment)
     assert usable("Round: Series B; Date: 2024-02; Amount: $41M")
+    # A list item naming a thing and its price is a data point too; the same as prose is not.
+    assert usable("Off-Peak membership £46 per month (weekdays before 4pm, after 8pm)")
+    assert not usable("Off-Peak membership at £46 per month in the new price list.")
     assert not is_fragment("Cool roofs reflect sunlight.")
 
 

@@ -141,3 +141,19 @@ def test_a_passage_read_in_an_earlier_step_is_not_read_again_but_the_rest_of_its
     ]
     again = _passage_reads([listing], ranked, set(), 2, done={("legal/risks.docx", 4, 5)})
     assert [r.arguments["path"] for r in again] == ["ops/kpis.xlsx"]
+
+
+def test_a_long_document_read_whole_earlier_is_read_again_at_most_one_passage_per_step():
+    from deepresearch_dagster.core.roles.researcher import _passage_reads
+    from deepresearch_dagster.core.roles.retrieval import rank_results
+
+    results = [
+        {"path": "finance/annual_report.pdf", "passage": 6, "passages": 9, "score": 7.0, "title": "Annual report"},
+        {"path": "finance/board_pack.pdf", "passage": 2, "passages": 5, "score": 6.0, "title": "Board pack"},
+        {"path": "ops/kpis.xlsx", "passage": 1, "passages": 2, "score": 2.0, "title": "KPIs"},
+    ]
+    listing = json.dumps({"query": "members churn", "results": results})
+    ranked = rank_results([listing], "members churn")
+    again = {"finance/annual_report.pdf", "finance/board_pack.pdf"}
+    reads = _passage_reads([listing], ranked, set(), 3, again=again)
+    assert [r.arguments["path"] for r in reads] == ["finance/annual_report.pdf", "ops/kpis.xlsx"]

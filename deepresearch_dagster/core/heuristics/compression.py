@@ -62,6 +62,7 @@ FACT_SHEET_TOKENS = 800
 RELEVANT_FACT = 0.15
 MIN_RELEVANT_FACTS = 3
 DOCUMENT_TOOLS = {"read_document"}
+LONG_SHEET_RATIO = 0.2
 # Fixed costs, in estimated tokens: the empty message, an artifact file name ("…_fetch_url.txt")
 # and each extraction item's quotes and comma.
 JSON_TOKENS = 29
@@ -553,6 +554,10 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     )
     fact_sheet = short or (payload.get("tool_name") in DOCUMENT_TOOLS and relevant_facts >= MIN_RELEVANT_FACTS)
     fact_budget = message_budget(raw_tokens, fact_sheet=True) if fact_sheet else budget
+    if fact_sheet and not short:
+        # A long document keeps at most a fifth of its length: its summary and the rows and items
+        # that answer, not a page of its prose.
+        fact_budget = min(fact_budget, max(budget, int(LONG_SHEET_RATIO * raw_tokens)))
     # Then the document's other facts in reading order: the researcher read this document for the
     # step, and a fact sheet's rows rarely repeat the step's words ("KPI: On-time rate; 2025: 96%").
     # Only in a short document (a fact sheet, a passage): a long page's stray figures stay on disk.
@@ -576,7 +581,9 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
                 continue  # the summary says it already, or it repeats a summary clause
             # In a short fact sheet every fact counts, a weak match as much as none ("rest" below).
             factual = _fact_unit(units[i]) and (short or scores[i] >= 0.15 * top or scores[i] <= 0)
-            factual = factual and (fact_sheet or scores[i] >= RELEVANT_FACT * top)
+            # A long document's prose sentences keep the plain bar: its rows and items are the sheet.
+            sheet_unit = short or (fact_sheet and units[i].kind != "sentence")
+            factual = factual and (sheet_unit or scores[i] >= 0.3 * top)
             if scores[i] < 0.3 * top and not factual:
                 continue
             cost = _json_tokens(units[i].text) + ITEM_TOKENS

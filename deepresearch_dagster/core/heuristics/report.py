@@ -72,9 +72,25 @@ def usable(sentence: str) -> bool:
     s = sentence.strip()
     if not s or len(words(s)) > MAX_FINDING_WORDS or s.endswith(":") or not (s[:1].isupper() or s[:1].isdigit()):
         return _is_data_row(s)
-    if _is_data_row(s):
+    if _is_data_row(s) or _priced_item(s):
         return True
     return not context_dependent(s) and not is_fragment(s) and not is_instruction(s)
+
+
+# "Off-Peak membership £46 per month (weekdays before 4pm)": a list item (no full stop) that
+# names a thing and its price is a data point, verb or no verb; a prose fragment is not.
+_AMOUNT = re.compile(r"[£$€¥]\s?\d|\d[\d,.]*\s?(?:per\s|/\s?(?:month|year|day|hour|unit|user|seat)\b)")
+
+
+def _priced_item(text: str) -> bool:
+    n = len(words(text))
+    return (
+        3 <= n <= 25
+        and text[:1].isupper()
+        and not re.search(r"[.!?][\"')\]”’]*$", text)
+        and bool(_AMOUNT.search(text))
+        and not context_dependent(text)
+    )
 
 
 def _overlap(a: set[str], b: set[str]) -> float:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..context import ResearchContext, fetch_policy, logger
 from ..errors import MODEL_FAILURES
+from ..heuristics.compression import FACT_SHEET_TOKENS
 from ..llm.budget import BudgetExceeded
 from ..llm.engine import ToolCallRequest
 from ..llm.prompts import render
@@ -65,6 +66,9 @@ class ResearchState:
     conversations: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     already_read: list[str] = field(default_factory=list)  # whole documents / pages that answered a step
     read_ranges: set[tuple[str, int, int]] = field(default_factory=set)  # passage reads that answered one
+    # Documents read whole that were too long to be kept as a fact sheet: their other facts were
+    # compressed away for that step, so a later step may read their passages again.
+    long_reads: set[str] = field(default_factory=set)
     memory: list[dict[str, Any]] = field(default_factory=list)  # injected summaries + step/source
 
     @property
@@ -211,6 +215,8 @@ def _absorb(
             state.read_ranges.add((target, start, end))
         else:
             state.already_read.append(target)
+            if record.raw_tokens > FACT_SHEET_TOKENS:
+                state.long_reads.add(target)
     # One short line per call (step.call, tool, tokens, verdict); the full artifact name is a
     # debug line (`deepresearch run --verbose`; the UI's table and the audit have it too).
     ctx.log(f"  {record.call_id} {request.name}: {record.raw_tokens:,} raw tokens → {verdict}")
@@ -225,11 +231,17 @@ def _search_requests(step: PlanStep, toolbox: Toolbox, breadth: int, cap: int) -
 
 
 def _passage_reads(
-    listings: list[str], ranked: list[Any], taken: set[str], n: int, done: set[tuple[str, int, int]] = frozenset()
+    listings: list[str],
+    ranked: list[Any],
+    taken: set[str],
+    n: int,
+    done: set[tuple[str, int, int]] = frozenset(),
+    again: set[str] = frozenset(),
 ) -> list[ToolCallRequest]:
     """``read_document {path, start, end}`` for the best current passage of the next ``n`` ranked
     documents that a passage listing names (none when the listings are not passage-level), except
-    a passage range an earlier step read already (``done``)."""
+    a passage range an earlier step read already (``done``), and at most one passage of the
+    documents an earlier step read whole (``again``)."""
     if n <= 0:
         return []
     best: dict[str, tuple[float, int, int]] = {}
@@ -255,6 +267,8 @@ def _passage_reads(
         if len(out) >= n:
             break
         if r.source in taken or r.source not in best or (r.source, *best[r.source][1:]) in done:
+            continue
+        if r.source in again and any(str(o.arguments["path"]) in again for o in out):
             continue
         _, start, end = best[r.source]
         out.append(ToolCallRequest("read_document", {"path": r.source, "start": start, "end": end}))
@@ -297,9 +311,12 @@ def execute_step(
         if read_tool == "read_document" and not reduced:
             # Passage listings: the best passage of each of the next documents is cheap to read
             # (one section, not a file), so as many more documents are read, one passage each.
-            taken = {str(r.arguments[arg]) for r in reads} | set(state.already_read)
+            # A long document an earlier step read whole was compressed for that step: its passage
+            # that answers this one is read again (one annual report holds the funding, the members
+            # and the board), ranked with the rest rather than after them.
+            taken = {str(r.arguments[arg]) for r in reads} | (set(state.already_read) - state.long_reads)
             room = max(0, cap - len(run.calls) - len(reads) - 1)  # one call left for the researcher
-            reads += _passage_reads(listings, ranked, taken, min(top_k, room), state.read_ranges)
+            reads += _passage_reads(listings, ranked, taken, min(top_k, room), state.read_ranges, state.long_reads)
         run_calls(ctx, plan, toolbox, run, state, reads)
         _researcher_phase(ctx, plan, toolbox, run, state)
     finally:
