@@ -542,3 +542,37 @@ def test_a_document_named_after_a_searched_word_is_read_for_its_total_row(tool, 
     assert result["is_useful"] is useful
     if useful:
         assert "412" in " ".join([result["summary"], *result["extraction"]])
+
+
+INVESTOR_UPDATE = """# Investor update, January 2026
+
+## Source: investors/update_jan2026.md · MARKDOWN · dated 2026-01-20 · status: current
+
+Short version: 2025 closed ahead of budget and Cragline's new centre is finding its feet.
+
+| Metric | Dec 2025 | Dec 2024 |
+| --- | --- | --- |
+| Active members | 21,400 | 16,900 |
+| Average monthly churn | 3.1% | 3.5% |
+| Cash at year end | £7.9m | £3.4m |
+
+Thanks as ever for the support.
+"""
+MEMBERS_STEP = {
+    **FACT_STEP,
+    "plan_title": "Briefing on Cragline Climbing",
+    "step_title": "The size of the estate and member base, churn, visit volumes",
+    "step_description": "Find the size of the estate and member base, churn and visit volumes of Cragline Climbing.",
+    "source_title": "Investor update, January 2026",
+}
+
+
+@pytest.mark.parametrize(("tool", "useful"), [("read_document", True), ("fetch_url", False)])
+def test_a_document_answering_several_asks_in_separate_rows_is_on_topic(tool, useful):
+    # No row names two of the step's words, and the update never says "climbing": still the
+    # member base and the churn the step asks for, in a document of the user's own about Cragline.
+    result = compress_extractively({**MEMBERS_STEP, "tool_name": tool, "raw": INVESTOR_UPDATE})
+    assert result["is_useful"] is useful
+    if useful:
+        kept = " ".join([result["summary"], *result["extraction"]])
+        assert "21,400" in kept and "3.1%" in kept

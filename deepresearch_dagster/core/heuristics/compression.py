@@ -35,7 +35,7 @@ from typing import Any
 
 from ..text import STOPWORDS, content_terms, count_sentences, estimate_tokens, is_instruction, split_sentences, words
 from .aspects import aspect_terms
-from .planning import DOCUMENT_GUIDANCE
+from .planning import DOCUMENT_GUIDANCE, REQUEST_WORDS
 from .sentences import context_dependent, has_fact, is_fragment, looks_english, looks_like_code, named_entities
 from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, LIST_MARKER, cap_words
 
@@ -373,7 +373,8 @@ def _weighted_query(payload: dict[str, Any]) -> tuple[dict[str, float], set[str]
     plan_title = payload.get("plan_title", "")
     # The entity without aspect words ("main challenges"), but compounds stay whole ("solid-state").
     compounds = {t for w in re.findall(r"\w+(?:-\w+)+", plan_title) for t in terms(w.replace("-", " "))}
-    entity = (terms(plan_title) - ASPECT_WORDS) | compounds
+    # Not the deliverable's words either ("Briefing on Acme": "briefing" is no part of Acme).
+    entity = (terms(plan_title) - ASPECT_WORDS - REQUEST_WORDS) | compounds
     step_topic = title | described
     own = step_topic - entity
     weights: dict[str, float] = {t: 1.0 for t in title} | {t: 0.7 for t in described}
@@ -475,6 +476,12 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     # page sharing only "manufacturers" and "addresses" with the step is not about it.
     entity_cov = len(entity & all_terms) / len(entity) if entity else 1.0
     on_topic = len(best_matches) >= 2 and coverage >= 0.2 and (entity_cov >= 0.5 or len(best_matches) >= 3)
+    if payload.get("tool_name") in DOCUMENT_TOOLS and not on_topic and entity_cov >= 0.5:
+        # A document of the user's own that answers several of the step's asks in separate rows
+        # ("Active members: 21,400", "Average monthly churn: 3.1%") is on topic too.
+        asked = set(content_terms(step_title)) - entity - SECTION_WORDS - INSTRUCTION_WORDS - TEMPLATE_WORDS
+        answered = {t for i, u in enumerate(units) if scores[i] > 0 and _fact_unit(u) for t in asked & set(u.terms)}
+        on_topic = len(answered) >= 2 and coverage >= 0.2
     # A document titled after the step's topic ("Leadership team" for "Leadership and governance")
     # that states facts answers it, whatever words its rows use.
     # Not the planner's generic section names ("Limitations and outlook" vs "… — Outlook").
