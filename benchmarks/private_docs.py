@@ -30,9 +30,24 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from common import figure, machine  # noqa: E402
+
 from tests.fixtures.private_docs.build import build_corpus  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "private_docs"
+GOAL_SHARE = 0.8
+# How each corpus relates to the heuristics (issue 11 asks for a corpus nobody looked at while
+# writing them): a corpus written blind and run once is held out; after its first run it was
+# looked at, and its figure is a development figure from then on. The first-run figure is kept.
+PROVENANCE = {
+    "tidewater": ("development", "written with the heuristics"),
+    "ledgerline": ("seen", "written blind in an earlier session, 79 % at its first run; its misses were read since"),
+    "fernhill": ("development", "written blind to the code, read and tuned on from its first run (66 %)"),
+    "quarrystone": ("development", "written blind, 74 % at its first run, then read and tuned on"),
+    "saltmarsh": ("development", "written blind, 65 % at its first run, then read and tuned on"),
+    "kittiwake": ("development", "written blind, 58 % at its first run, then read and tuned on"),
+    "puffin": ("held out", "written blind to the heuristics and run once, on the final code"),
+}
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "private_docs.json"
 STALE_NOTE = re.compile(r"supersed|outdated|archiv|previous|earlier|older|stale|no longer", re.I)
 
@@ -189,9 +204,46 @@ def main(argv: list[str] | None = None) -> int:
                 f"re-run {s['rerun_seconds']}s with {s['rerun_extracted']} extracted / {s['rerun_hashed']} hashed; "
                 f"table-row fact ranked first: {s['table_row_found_first']}"
             )
+    results["summary"] = summary_figures(results)
+    results["mode"] = "full" if args.full else "quick"
+    results["machine"] = machine()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", "utf-8")
     return 0
+
+
+def summary_figures(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The suite table's rows: per corpus, its share of gold facts (goal ≥ 80 %), with how the
+    corpus relates to the heuristics; stale figures and unverified citations over all corpora."""
+    rows = []
+    for r in results["corpora"]:
+        role, history = PROVENANCE.get(r["corpus"], ("held out", "not listed in PROVENANCE"))
+        missing = ", ".join(r["missing"])
+        rows.append(
+            figure(
+                f"gold facts in the report, {r['corpus']} ({role}: {history})",
+                round(100 * r["share"], 1),
+                goal="≥ 80 %",
+                met=r["share"] >= GOAL_SHARE,
+                unit="%",
+                why=f"{r['found']} of {r['gold_facts']} found; missing: {missing}; "
+                f"{r['gold_in_read_documents']} of {r['gold_facts']} were in the documents it read",
+            )
+        )
+    stale = sum(r["stale_reported"] for r in results["corpora"])
+    rows.append(figure("stale figures stated as current, all corpora", stale, goal="0", met=stale == 0))
+    unverified = sum(r["citations_unverified"] for r in results["corpora"])
+    checks = unverified + sum(r["citations_verified"] for r in results["corpora"])
+    rows.append(
+        figure(f"citations not verified against their raw artifact, of {checks}", unverified, "0", unverified == 0)
+    )
+    if "scale" in results:
+        s = results["scale"]
+        rows.append(figure(f"index {s['files']:,} files, cold", s["cold_seconds"], unit="s"))
+        rows.append(
+            figure("re-run: files extracted again", s["rerun_extracted"], goal="0", met=s["rerun_extracted"] == 0)
+        )
+    return rows
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ BENCHMARKS = [
     ("5", "throughput", "throughput, N concurrent Dagster runs"),
     ("6", "audit_scale", "audit views at scale"),
     ("7", "extraction_f1", "extraction quality"),
+    ("8", "private_docs", "research over private document folders"),
 ]
 
 
