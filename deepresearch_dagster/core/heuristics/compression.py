@@ -57,8 +57,8 @@ MAX_TABLE_ROWS = 4  # rows of one table before other units get their turn
 FACT_RATIO = 0.7
 MAX_FACT_TOKENS = 220
 FACT_SHEET_TOKENS = 800
-# A longer document read is a fact sheet when at least MIN_RELEVANT_FACTS of its fact-bearing rows
-# and list items besides the summary's score RELEVANT_FACT of the best unit or more.
+# A fact scoring RELEVANT_FACT of the best unit or more answers the step; a longer document read is
+# a fact sheet when at least MIN_RELEVANT_FACTS of its rows and list items beyond the summary do.
 RELEVANT_FACT = 0.15
 MIN_RELEVANT_FACTS = 3
 DOCUMENT_TOOLS = {"read_document"}
@@ -546,11 +546,10 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     used = _message_tokens(title, summary_sents, [])
     # Fact-bearing units that match the step (table rows and bullets with figures, dates, names)
     # may use a larger, still bounded share: a short fact sheet is mostly its facts.
-    # A longer document of the user's own qualifies too when several of its facts match the step
-    # (a board pack's liquidity table and KPI bullets): its size says nothing about how much of it
-    # answers. Web pages keep the plain budget: a long article's stray figures stay on disk.
-    # Counted beyond the summary: a page whose answer is one short passage has none left over.
-    # Only rows and list items count: structured facts mark a fact sheet, figures in prose do not.
+    # A longer document of the user's own qualifies too when several of its rows and items beyond
+    # the summary match the step (a board pack's liquidity table and KPI bullets): its size says
+    # nothing about how much of it answers. Web pages keep the plain budget, and figures in prose
+    # do not make a fact sheet (a page whose answer is one passage has none left over).
     relevant_facts = sum(
         1
         for i in ranked
@@ -587,7 +586,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
             if text in said or any(_norm(s) in text for s in summary_sents):
                 continue  # the summary says it already, or it repeats a summary clause
             # In a short fact sheet every fact counts, a weak match as much as none ("rest" below).
-            factual = _fact_unit(units[i]) and (short or scores[i] >= 0.15 * top or scores[i] <= 0)
+            factual = _fact_unit(units[i]) and (short or scores[i] >= RELEVANT_FACT * top or scores[i] <= 0)
             # A long document's prose sentences keep the plain bar: its rows and items are the sheet.
             sheet_unit = short or (fact_sheet and units[i].kind != "sentence")
             factual = factual and (sheet_unit or scores[i] >= 0.3 * top)

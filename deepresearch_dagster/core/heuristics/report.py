@@ -79,6 +79,7 @@ def usable(sentence: str) -> bool:
 
 # "Off-Peak membership £46 per month (weekdays before 4pm)": a list item (no full stop) that
 # names a thing and its price is a data point, verb or no verb; a prose fragment is not.
+_ENDS_SENTENCE = re.compile(r"[.!?][\"')\]”’]*$")
 _AMOUNT = re.compile(r"[£$€¥]\s?\d|\d[\d,.]*\s?(?:per\s|/\s?(?:month|year|day|hour|unit|user|seat)\b)")
 
 
@@ -87,7 +88,7 @@ def _priced_item(text: str) -> bool:
     return (
         3 <= n <= 25
         and text[:1].isupper()
-        and not re.search(r"[.!?][\"')\]”’]*$", text)
+        and not _ENDS_SENTENCE.search(text)
         and bool(_AMOUNT.search(text))
         and not context_dependent(text)
     )
@@ -170,7 +171,7 @@ def _parts(question: str) -> list[str]:
 
 
 def _closed(text: str) -> str:
-    return text if re.search(r"[.!?][\"')\]”’]*$", text) else f"{text}."
+    return text if _ENDS_SENTENCE.search(text) else f"{text}."
 
 
 def _exec_summary(payload: dict[str, Any]) -> str:
