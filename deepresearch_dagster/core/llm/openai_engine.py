@@ -210,10 +210,15 @@ def repeats_itself(text: str, min_repeats: int = 4) -> bool:
     """A generation loop (a small model repeating one sentence until ``max_tokens``): asking again
     with more tokens only buys a longer loop."""
     units = [u.strip() for u in re.split(r"(?<=[.!?\n])\s+", text) if len(u.strip()) >= 10]
-    if len(units) < min_repeats:
-        return False
-    top = max(units.count(u) for u in set(units))
-    return top >= min_repeats and top * 2 >= len(units)
+    # In JSON the loop is one string value written again and again ("…", "…", "…") with no
+    # sentence break between the copies.
+    values = re.findall(r'"((?:[^"\\]|\\.){10,})"', text) if json_so_far(text) else []
+    return any(
+        len(found) >= min_repeats
+        and (top := max(found.count(u) for u in set(found))) >= min_repeats
+        and top * 2 >= len(found)
+        for found in (units, values)
+    )
 
 
 def json_so_far(text: str) -> bool:

@@ -313,6 +313,11 @@ def test_a_generation_loop_is_recognised():
     assert repeats_itself(loop)
     prose = " ".join(f"Sentence {i} says something different about urban heat." for i in range(12))
     assert not repeats_itself(prose) and not repeats_itself("Short. Short. Short.")
+    # A JSON answer looping on one string value, with no sentence break between the copies.
+    json_loop = '{"section": "Findings", "paragraphs": [' + '"Solid-state cells are safer [1]", ' * 30
+    assert repeats_itself(json_loop)
+    varied = '{"paragraphs": [' + ", ".join(f'"Finding {i} about cells and costs [{i}]"' for i in range(30))
+    assert not repeats_itself(varied)
 
 
 # --- streamed answers (issue 15: a silent server is known within the idle window) -------------
