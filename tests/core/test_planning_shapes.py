@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from deepresearch_dagster.core.heuristics.planning import plan_heuristically, research_terms
 from deepresearch_dagster.core.models import ResearchPlan
@@ -180,3 +182,50 @@ def test_the_company_an_appositive_describes_is_the_entity_not_a_project_name_be
     risks = plan["steps"][1]
     assert all(q.startswith("Brackenfold Veterinary Group ") for q in risks["queries"])
     assert not any(word in q for q in risks["queries"] for word in ("quantify", "wherever", "Heron"))
+
+
+_PIECES = [
+    "Where does",
+    "We're weighing a stake in",
+    "Prepare a brief on",
+    "Summarise",
+    "What should we know about",
+    "Acme Robotics",
+    "Brackenfold Veterinary Group",
+    "(the Leeds-based group)",
+    ", the Lisbon startup,",
+    "stand as it heads into 2027?",
+    "I need a briefing.",
+    "Please cover:",
+    "Cover",
+    "funding and debt",
+    "revenue, margins and cash",
+    "who runs it",
+    "pricing",
+    "risks",
+    "and",
+    ",",
+    ";",
+    "\n* ",
+    "\n1. ",
+    "\n2. ",
+    "(1)",
+    "(2)",
+    "—",
+    "for our board",
+    "quantify wherever possible.",
+    "Cite sources.",
+    "?",
+    ".",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=25).map(" ".join), st.integers(1, 7))
+def test_any_request_gives_a_valid_plan_whose_steps_search_something(question, max_steps):
+    out = plan_heuristically({"question": question, "max_steps": max_steps})
+    ResearchPlan.model_validate(out)
+    assert 1 <= len(out["steps"]) <= max_steps
+    for step in out["steps"]:
+        assert step["queries"] and all(q.strip() for q in step["queries"])
+        assert not step["title"].lower().endswith((" and", " or", ","))

@@ -99,6 +99,9 @@ REQUEST_WORDS = set(
 )
 
 
+_DANGLING_END = re.compile(r"(?:[\s,;:]+(?:and|or)\b)+[\s,;:]*$|[\s,;:]+$", re.IGNORECASE)
+
+
 def plan_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
     raw = str(payload["question"])
     question = " ".join(raw.split())
@@ -114,6 +117,8 @@ def plan_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
     # Whatever the input, the plan keeps the schema's bounds (title 3–200, description 10–2000).
     title = " ".join(str(plan["plan_title"]).split())[:200]
     plan["plan_title"] = title if len(title) >= 3 else f"Research: {title or 'question'}"
+    # A title never ends on a dangling "and" or comma, whatever shape produced it.
+    plan["steps"] = [(_DANGLING_END.sub("", t) or t, d, qs) for t, d, qs in plan["steps"]]
     plan["steps"] = [
         {
             "step_id": i,
