@@ -115,9 +115,9 @@ def test_a_question_led_request_with_a_bullet_list_names_its_entity_and_titles_p
         "cash, runway and the FY2026 budget.\n"
         "* Leadership and governance: who runs the company, who chairs the board, and how big the team is.\n"
     )
-    plan = plan_heuristically({"question": question, "max_steps": 5})
-    assert plan["plan_title"] == "Briefing on Fernhill Energy"
-    money, leadership = plan["steps"]
+    out = plan(question)
+    assert out["plan_title"] == "Briefing on Fernhill Energy"
+    money, leadership = out["steps"]
     # Cut where the list has a boundary, never mid-phrase or on a dangling "and".
     assert money["title"] == "Money: FY2025 revenue versus FY2024, gross margin and EBITDA, the Series B"
     assert leadership["title"] == "Leadership and governance: who runs the company, who chairs the board"
@@ -145,11 +145,11 @@ def test_a_question_led_request_with_a_bullet_list_names_its_entity_and_titles_p
     ],
 )
 def test_inline_lists_and_audiences_shape_the_plan(question, title, steps):
-    plan = plan_heuristically({"question": question, "max_steps": 5})
-    assert plan["plan_title"] == title
-    assert [s["title"] for s in plan["steps"]] == steps
+    out = plan(question)
+    assert out["plan_title"] == title
+    assert [s["title"] for s in out["steps"]] == steps
     entity = title.removeprefix("Overview of ")
-    assert all(q.startswith(entity + " ") for s in plan["steps"] for q in s["queries"])
+    assert all(q.startswith(entity + " ") for s in out["steps"] for q in s["queries"])
 
 
 def test_a_we_led_request_with_numbered_questions_names_the_company_not_the_first_word():
@@ -159,9 +159,9 @@ def test_a_we_led_request_with_numbered_questions_names_the_company_not_the_firs
         "1. How much money has Brightfurrow raised so far, from which investors and at what valuation?\n"
         "2. Who runs the company, who sits on the board, and who owns it?\n"
     )
-    plan = plan_heuristically({"question": question, "max_steps": 5})
-    assert plan["plan_title"] == "Overview of Brightfurrow"
-    money, people = plan["steps"]
+    out = plan(question)
+    assert out["plan_title"] == "Overview of Brightfurrow"
+    money, people = out["steps"]
     assert all(q.startswith("Brightfurrow ") and "We're" not in q for q in money["queries"] + people["queries"])
     # Filler ("much", "so far") stays out; the entity is not repeated; each aspect query adds words.
     assert money["queries"][0] == "Brightfurrow money raised investors valuation"
@@ -177,9 +177,9 @@ def test_the_company_an_appositive_describes_is_the_entity_not_a_project_name_be
         "1. Money: equity raised and the debt facility.\n"
         "2. Risks and legal exposure: regulatory, workforce and litigation — quantify wherever the documents allow.\n"
     )
-    plan = plan_heuristically({"question": question, "max_steps": 5})
-    assert plan["plan_title"] == "Briefing on Brackenfold Veterinary Group"
-    risks = plan["steps"][1]
+    out = plan(question)
+    assert out["plan_title"] == "Briefing on Brackenfold Veterinary Group"
+    risks = out["steps"][1]
     assert all(q.startswith("Brackenfold Veterinary Group ") for q in risks["queries"])
     assert not any(word in q for q in risks["queries"] for word in ("quantify", "wherever", "Heron"))
 
