@@ -178,3 +178,16 @@ _INSTRUCTION = re.compile("|".join(f"(?:{p})" for p in _INSTRUCTION_PATTERNS), r
 def is_instruction(text: str) -> bool:
     """True when ``text`` reads as an instruction to the model (or a fake tool call), not a claim."""
     return bool(text) and _INSTRUCTION.search(text) is not None
+
+
+# The line under a Markdown table's header: "| --- | :--: |".
+SEPARATOR_ROW = re.compile(r"\s*\|(?:\s*:?-{2,}:?\s*\|)+\s*")
+
+
+def table_cells(line: str) -> list[str]:
+    """The cells of a Markdown table row, stripped ("| a | b |" → ["a", "b"])."""
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def separator_row(line: str) -> bool:
+    return SEPARATOR_ROW.fullmatch(line) is not None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..text import separator_row
 from .model import Section
 
 MAX_WORDS = 180
@@ -38,7 +39,7 @@ def _blocks(text: str) -> list[str]:
 
 
 def _table_chunks(lines: list[str]) -> list[str]:
-    has_sep = len(lines) > 1 and re.fullmatch(r"\s*\|(?:\s*:?-{2,}:?\s*\|)+\s*", lines[1]) is not None
+    has_sep = len(lines) > 1 and separator_row(lines[1])
     header = lines[:2] if has_sep else lines[:1]
     rows = lines[len(header) :]
     if len(rows) <= TABLE_ROWS:

@@ -33,7 +33,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..text import STOPWORDS, content_terms, count_sentences, estimate_tokens, is_instruction, split_sentences, words
+from ..text import (
+    STOPWORDS,
+    content_terms,
+    count_sentences,
+    estimate_tokens,
+    is_instruction,
+    split_sentences,
+    table_cells,
+    words,
+)
 from .aspects import aspect_terms
 from .planning import DOCUMENT_GUIDANCE, REQUEST_WORDS
 from .sentences import context_dependent, has_fact, is_fragment, looks_english, looks_like_code, named_entities
@@ -265,7 +274,7 @@ def _clean(text: str) -> str:
 
 
 def _cells(line: str) -> list[str]:
-    return [_clean(c) for c in line.strip().strip("|").split("|")]
+    return [_clean(c) for c in table_cells(line)]
 
 
 def extract_units(raw: str) -> list[Unit]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..text import content_terms, split_sentences
+from ..text import content_terms, separator_row, split_sentences, table_cells
 
 _CITED = re.compile(r"((?:\s*\[\d+\])+)")
 _NUM = re.compile(r"\[(\d+)\]")
@@ -83,9 +83,9 @@ def table_row_support(norm_sentence: str, raw: str) -> str | None:
         if not line.lstrip().startswith("|"):
             continue
         nxt = lines[i + 1] if i + 1 < len(lines) else ""
-        if re.fullmatch(r"\s*\|?(?:\s*:?-{2,}:?\s*\|)+\s*", nxt):
+        if separator_row("|" + nxt.strip().removeprefix("|")):  # its leading pipe may be left out
             continue  # a header row
-        cells = [normalize(c) for c in line.strip().strip("|").split("|")]
+        cells = [normalize(c) for c in table_cells(line)]
         cells = [c for c in cells if c and not re.fullmatch(r"[-: ]+", c)]
         if (
             len(cells) >= 2

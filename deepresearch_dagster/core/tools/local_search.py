@@ -45,7 +45,7 @@ from ..documents.ingest import fingerprint, list_files, quick_fingerprint
 from ..documents.stream import streamable
 from ..memo import Memo
 from ..naming import short_hash
-from ..text import STOPWORDS, content_terms, split_sentences
+from ..text import STOPWORDS, content_terms, separator_row, split_sentences, table_cells
 from .base import Tool, ToolError, ToolResult
 
 SUFFIXES = (".md", ".txt", ".html", ".htm", ".pdf", ".docx", ".pptx", ".xlsx", ".xlsm", ".csv")
@@ -123,10 +123,6 @@ def _entities(doc: Document) -> set[str]:
     return {w for w, _ in counts.most_common(3)}
 
 
-def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
-
-
 def _quantity(value: str) -> bool:
     """A figure (amount, count, share), not a date or a year."""
     return bool(re.search(r"\d", value)) and not find_date(value) and not re.fullmatch(r"\s*(?:19|20)\d\d\s*", value)
@@ -139,7 +135,7 @@ def quantities(text: str) -> dict[str, str]:
     for line in text.splitlines():
         stripped = line.strip()
         if stripped.startswith("|"):
-            cells = _cells(stripped)
+            cells = table_cells(stripped)
             if all(re.fullmatch(r":?-{2,}:?", c) for c in cells if c):
                 continue
             if not header:
@@ -457,7 +453,7 @@ def _lines(text: str) -> list[tuple[str, str]]:
             header = ""
             continue
         if stripped.startswith("|"):
-            if re.fullmatch(r"\|(?:\s*:?-{2,}:?\s*\|)+", stripped):
+            if separator_row(stripped):
                 continue
             if not header:
                 header = stripped
@@ -472,7 +468,7 @@ def _lines(text: str) -> list[tuple[str, str]]:
 
 def row_as_text(row: str, header: str) -> str:
     """``| Series B | $42M |`` under ``| Round | Amount |`` → ``Round: Series B; Amount: $42M``."""
-    names, cells = _cells(header), _cells(row)
+    names, cells = table_cells(header), table_cells(row)
     pairs = [f"{n}: {c}" if n else c for n, c in zip(names, cells, strict=False) if c]
     return "; ".join(pairs) or row
 
