@@ -191,3 +191,12 @@ def table_cells(line: str) -> list[str]:
 
 def separator_row(line: str) -> bool:
     return SEPARATOR_ROW.fullmatch(line) is not None
+
+
+# A sentence's end: its full stop, question or exclamation mark, then any closing quotes or brackets.
+ENDS_SENTENCE = re.compile(r"[.!?][\"')\]”’]*$")
+
+
+def closed(text: str) -> str:
+    """``text`` ending like a sentence: a full stop added unless it already ends one."""
+    return text if ENDS_SENTENCE.search(text) else f"{text}."

@@ -34,7 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..text import (
+    ENDS_SENTENCE,
     STOPWORDS,
+    closed,
     content_terms,
     count_sentences,
     estimate_tokens,
@@ -355,7 +357,7 @@ def extract_units(raw: str) -> list[Unit]:
             add(body, "item")
             continue
         for sentence in sentences:
-            add(sentence, "sentence" if re.search(r"[.!?][\"')\]”’]*$", sentence) else "item")
+            add(sentence, "sentence" if ENDS_SENTENCE.search(sentence) else "item")
     return units
 
 
@@ -721,7 +723,7 @@ def _clauses(sentence: str) -> list[str]:
     stop.
     """
     body = sentence.strip()
-    end = re.search(r"[.!?][\"')\]”’]*$", body)
+    end = ENDS_SENTENCE.search(body)
     body = body[: end.start()] if end else body
     cuts = list(_COORDINATION.finditer(body))
     # A cut joins two clauses only when the pieces on both sides read as clauses ("Red, and blue,
@@ -818,7 +820,5 @@ def _fact_unit(u: Unit) -> bool:
 
 def _as_sentence(text: str) -> str:
     """A row or item placed in the summary reads as one sentence."""
-    text = text.strip()
-    if not re.search(r"[.!?][\"')\]”’]*$", text):
-        text += "."
+    text = closed(text.strip())
     return text[:1].upper() + text[1:]

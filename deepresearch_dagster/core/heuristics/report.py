@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..text import content_terms, is_instruction, split_sentences, words
+from ..text import ENDS_SENTENCE, closed, content_terms, is_instruction, split_sentences, words
 from .aspects import aspect_terms
 from .planning import enumerated_parts
 from .sentences import context_dependent, has_fact, is_fragment
@@ -79,7 +79,6 @@ def usable(sentence: str) -> bool:
 
 # "Off-Peak membership £46 per month (weekdays before 4pm)": a list item (no full stop) that
 # names a thing and its price is a data point, verb or no verb; a prose fragment is not.
-_ENDS_SENTENCE = re.compile(r"[.!?][\"')\]”’]*$")
 _AMOUNT = re.compile(r"[£$€¥]\s?\d|\d[\d,.]*\s?(?:per\s|/\s?(?:month|year|day|hour|unit|user|seat)\b)")
 
 
@@ -88,7 +87,7 @@ def _priced_item(text: str) -> bool:
     return (
         3 <= n <= 25
         and text[:1].isupper()
-        and not _ENDS_SENTENCE.search(text)
+        and not ENDS_SENTENCE.search(text)
         and bool(_AMOUNT.search(text))
         and not context_dependent(text)
     )
@@ -170,10 +169,6 @@ def _parts(question: str) -> list[str]:
     return clauses or [question.strip()]
 
 
-def _closed(text: str) -> str:
-    return text if _ENDS_SENTENCE.search(text) else f"{text}."
-
-
 def _exec_summary(payload: dict[str, Any]) -> str:
     found = findings(payload)
     if not found:
@@ -206,7 +201,7 @@ def _exec_summary(payload: dict[str, Any]) -> str:
         used.update(id(f) for f in picked)
         lead = sentence_case(QUESTION_LEAD.sub("", part).strip() or part)
         # Run together in a paragraph, a data row needs its full stop to stay a sentence of its own.
-        paragraphs.append(f"**{lead}.** " + " ".join(f"{_closed(f.text)} {f.cited}" for f in picked))
+        paragraphs.append(f"**{lead}.** " + " ".join(f"{closed(f.text)} {f.cited}" for f in picked))
     if not paragraphs:
         best = sorted(found, key=lambda f: _rank(f, question))[:3]
         paragraphs.append(" ".join(f"{f.text} {f.cited}" for f in best))

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from ..heuristics.report import REPORT_SECTIONS
 from ..models import MAX_STEPS, CompressionResult, CriticVerdict, Outline, ReportBody, ResearchPlan
-from ..text import count_sentences, split_sentences
+from ..text import closed, count_sentences, split_sentences
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -237,9 +237,9 @@ def planner_contract(max_steps: int = MAX_STEPS) -> Contract[ResearchPlan]:
 TITLE_WORDS = (5, 12)
 SUMMARY_SENTENCES = (3, 10)
 MAX_EXTRACTION = 25
-# A sentence boundary for text.split_sentences: punctuation (closing quotes may follow) before
-# whitespace, and an upper-case letter or digit (an opening quote may precede) after it.
-_ENDS_SENTENCE = re.compile(r"[.!?][\"'”’)\]]*$")
+# A sentence boundary for text.split_sentences: punctuation (closing quotes may follow; see
+# text.closed) before whitespace, and an upper-case letter or digit (an opening quote may precede)
+# after it.
 _STARTS_SENTENCE = re.compile(r"^[\"'“‘(\[]?[A-Z0-9]")
 # Neutral, true statements used only when an answer holds too little text to make 3 sentences.
 PAD_SENTENCES = (
@@ -267,8 +267,7 @@ def compression_schema() -> dict[str, Any]:
 
 def _as_sentence(text: str, first: bool) -> str:
     """Make one boundary-free piece end like a sentence and (unless first) start like one."""
-    if not _ENDS_SENTENCE.search(text):
-        text = text + "."
+    text = closed(text)
     if not first and not _STARTS_SENTENCE.match(text):
         text = text[0].upper() + text[1:] if text[0].isascii() and text[0].islower() else f"Note: {text}"
     return text
