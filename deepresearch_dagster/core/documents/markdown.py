@@ -69,10 +69,12 @@ def first_title(text: str, fallback: str) -> str:
 def extract_markdown(data: bytes, stem: str) -> ExtractedDocument:
     text = decode_text(data)
     title = first_title(text, stem)
-    sections = split_markdown(text)
-    # The H1 title is the document's name, not a section heading of its own.
-    sections = [Section(s.heading[1:] if s.heading[:1] == (title,) else s.heading, s.text, s.page) for s in sections]
-    return ExtractedDocument(title, sections, "markdown")
+    return ExtractedDocument(title, without_title(split_markdown(text), title), "markdown")
+
+
+def without_title(sections: list[Section], title: str) -> list[Section]:
+    """The H1 title is the document's name, not a section heading of its own."""
+    return [Section(s.heading[1:] if s.heading[:1] == (title,) else s.heading, s.text, s.page) for s in sections]
 
 
 def extract_plain_text(data: bytes, stem: str) -> ExtractedDocument:

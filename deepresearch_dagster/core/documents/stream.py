@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from .markdown import MarkdownState, first_title, raise_binary, split_markdown
+from .markdown import MarkdownState, first_title, raise_binary, split_markdown, without_title
 from .model import ExtractedDocument, Section, SkipFile, markdown_table
 from .spreadsheet import csv_rows, sniff_dialect
 
@@ -181,13 +181,7 @@ def stream_text_document(path: Path, rel: str | None = None) -> ExtractedDocumen
                         sections.append(Section((), markdown_table([csv_header, *rows])))
                 else:
                     found = split_markdown(piece, state=state)
-                    if suffix != ".txt":
-                        # The H1 title is the document's name, not a section heading of its own.
-                        found = [
-                            Section(s.heading[1:] if s.heading[:1] == (title,) else s.heading, s.text, s.page)
-                            for s in found
-                        ]
-                    sections.extend(found)
+                    sections.extend(found if suffix == ".txt" else without_title(found, title))
             indexed.append((start, min(span[1], size)))
     if not sections:
         raise SkipFile("no text")
