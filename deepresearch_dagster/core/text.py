@@ -200,3 +200,7 @@ ENDS_SENTENCE = re.compile(r"[.!?][\"')\]”’]*$")
 def closed(text: str) -> str:
     """``text`` ending like a sentence: a full stop added unless it already ends one."""
     return text if ENDS_SENTENCE.search(text) else f"{text}."
+
+
+# A number as written: "2024", "1,400", "3.75" (dates, figures, amounts).
+NUMBER = re.compile(r"\d+(?:[.,]\d+)*")

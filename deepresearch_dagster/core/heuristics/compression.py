@@ -35,6 +35,7 @@ from typing import Any
 
 from ..text import (
     ENDS_SENTENCE,
+    NUMBER,
     STOPWORDS,
     closed,
     content_terms,
@@ -753,13 +754,10 @@ def _clauses(sentence: str) -> list[str]:
     return out
 
 
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-
-
 def _specifics(text: str) -> set[str]:
     """The numbers (dates, figures) and names of a sentence: what trimming must never drop."""
     names = {w.strip(".,;:()\"'“”‘’").lower() for w in text.split()[1:] if w[:1].isupper()} - {""}
-    return set(_NUMBER.findall(text)) | (names - STOPWORDS)
+    return set(NUMBER.findall(text)) | (names - STOPWORDS)
 
 
 def _clause_like(text: str) -> bool:

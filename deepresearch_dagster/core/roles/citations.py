@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..text import content_terms, separator_row, split_sentences, table_cells
+from ..text import NUMBER, content_terms, separator_row, split_sentences, table_cells
 
 _CITED = re.compile(r"((?:\s*\[\d+\])+)")
 _NUM = re.compile(r"\[(\d+)\]")
@@ -69,7 +69,7 @@ def find_support(sentence: str, entries: list[dict[str, Any]], raws: dict[str, s
 
 def _numbers(text: str) -> set[str]:
     """The figures a sentence states ("£1,400" and "1400" alike), for the paraphrase check."""
-    return {n.replace(",", "") for n in re.findall(r"\d+(?:[.,]\d+)*", text)}
+    return {n.replace(",", "") for n in NUMBER.findall(text)}
 
 
 def table_row_support(norm_sentence: str, raw: str) -> str | None:
