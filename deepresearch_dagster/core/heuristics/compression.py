@@ -458,6 +458,8 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     if not units:
         return _not_useful("The output contains no readable prose, table or list.", step_title)
     weights, step_topic, entity = _weighted_query(payload)
+    # A document of the user's own (read_document) is read more generously than a web page below.
+    own_document = payload.get("tool_name") in DOCUMENT_TOOLS
     scores = _scores(units, weights, entity)
     # "It generates 240 megawatts": a sentence that continues a relevant one shares its topic.
     for i in range(1, len(units)):
@@ -488,7 +490,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     # page sharing only "manufacturers" and "addresses" with the step is not about it.
     entity_cov = len(entity & all_terms) / len(entity) if entity else 1.0
     on_topic = len(best_matches) >= 2 and coverage >= 0.2 and (entity_cov >= 0.5 or len(best_matches) >= 3)
-    if payload.get("tool_name") in DOCUMENT_TOOLS and not on_topic and entity_cov >= 0.5:
+    if own_document and not on_topic and entity_cov >= 0.5:
         # A document of the user's own that answers several of the step's asks in separate rows
         # ("Active members: 21,400", "Average monthly churn: 3.1%") is on topic too.
         asked = set(content_terms(step_title)) - entity - SECTION_WORDS - INSTRUCTION_WORDS - TEMPLATE_WORDS
@@ -499,7 +501,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     # Not the planner's generic section names ("Limitations and outlook" vs "… — Outlook").
     # Only the step's title counts here: its description is the planner's template text.
     title_topic = set(content_terms(step_title)) - entity - SECTION_WORDS - INSTRUCTION_WORDS - TEMPLATE_WORDS
-    if payload.get("tool_name") in DOCUMENT_TOOLS:
+    if own_document:
         # A document of the user's own named after a word the step searches for ("headcount" for
         # "how big the team is"): its rows repeat that word in every line, so BM25 gives it ~0.
         searched = " ".join(re.findall(r"'([^']+)'", str(payload.get("step_description", ""))))
@@ -570,7 +572,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
         and scores[i] >= RELEVANT_FACT * top
         and _fact_unit(units[i])
     )
-    fact_sheet = short or (payload.get("tool_name") in DOCUMENT_TOOLS and relevant_facts >= MIN_RELEVANT_FACTS)
+    fact_sheet = short or (own_document and relevant_facts >= MIN_RELEVANT_FACTS)
     fact_budget = message_budget(raw_tokens, fact_sheet=True) if fact_sheet else budget
     if fact_sheet and not short:
         # A long document keeps at most a fifth of its length: its summary and the rows and items
