@@ -30,7 +30,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from common import figure, machine  # noqa: E402
+from common import figure, write_result  # noqa: E402
 
 from tests.fixtures.private_docs.build import build_corpus  # noqa: E402
 
@@ -206,9 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     results["summary"] = summary_figures(results)
     results["mode"] = "full" if args.full else "quick"
-    results["machine"] = machine()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    write_result("private_docs", results, args.out)
     return 0
 
 
