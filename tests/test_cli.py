@@ -113,3 +113,10 @@ def test_extract_refuses_loopback_urls_by_default():
     proc = run_cli("extract", "http://127.0.0.1:9/page", "--json")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "127.0.0.1" in proc.stderr
+
+
+def test_corpus_help_names_every_format_the_corpus_reads():
+    from deepresearch_dagster.cli.common import CORPUS_FORMATS
+    from deepresearch_dagster.core.documents.ingest import SUPPORTED
+
+    assert set(CORPUS_FORMATS.split()) == set(SUPPORTED)

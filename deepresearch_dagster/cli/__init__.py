@@ -11,7 +11,7 @@ import sys
 from typing import NoReturn
 
 from ..core.errors import ResearchError, storage_failure
-from .common import ENGINE_HELP, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, add_page_options
+from .common import CORPUS_FORMATS, ENGINE_HELP, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, add_page_options
 from .operations import add_operation_commands
 from .research import cmd_compress, cmd_extract, cmd_ls, cmd_run
 
@@ -38,7 +38,7 @@ def build_parser(knobs: bool = True) -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="research a question end to end as a Dagster partition")
     run.add_argument("question")
-    run.add_argument("--corpus", help="folder of .md/.txt/.html documents (default: bundled sample corpus)")
+    run.add_argument("--corpus", help=f"folder of documents ({CORPUS_FORMATS}; default: bundled sample corpus)")
     run.add_argument("--engine", choices=["auto", "offline", "openai"], help=ENGINE_HELP)
     run.add_argument("--json", action="store_true", help="print one JSON object with the figures")
     run.add_argument("--show-report", action="store_true", help="print the report before the figures")

@@ -19,8 +19,12 @@ from ..core.errors import UsageError
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 ENGINE_HELP = "offline (no network) or openai (OPENAI_API_KEY / OPENAI_BASE_URL); default: auto"
+# The formats core.documents.ingest.EXTRACTORS reads, named here so that --help does not import the
+# document parsers (test_cli checks that the two lists agree).
+CORPUS_FORMATS = ".md .markdown .txt .html .htm .pdf .docx .pptx .xlsx .xlsm .csv"
 
 __all__ = [
+    "CORPUS_FORMATS",
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_USAGE",

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import (
+    CORPUS_FORMATS,
     EXIT_OK,
     UsageError,
     add_page_options,
@@ -156,7 +157,7 @@ def add_operation_commands(sub: Any) -> None:
 
     submit = sub.add_parser("submit", help="queue a question for the research_requests_sensor (Dagster daemon)")
     submit.add_argument("question")
-    submit.add_argument("--corpus", help="folder of .md/.txt/.html documents")
+    submit.add_argument("--corpus", help=f"folder of documents ({CORPUS_FORMATS})")
     submit.add_argument("--engine", choices=["auto", "offline", "openai"])
     submit.add_argument("--json", action="store_true")
     submit.set_defaults(func=cmd_submit)
