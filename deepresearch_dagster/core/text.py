@@ -91,6 +91,7 @@ _BEFORE_NUMBER = frozenset(
 )
 _DOTTED = re.compile(r"(?:\b[A-Za-z]\.){2,}$")
 _LAST_WORD = re.compile(r"([A-Za-z]+)\.[\"'”’)\]]*$")
+_INITIAL = re.compile(r"[A-Z]\.\s")
 
 
 def _abbreviation_before(piece: str, following: str) -> bool:
@@ -107,9 +108,14 @@ def _abbreviation_before(piece: str, following: str) -> bool:
     if low in _BEFORE_NUMBER and following[:1].isdigit():
         return True
     if len(word) == 1 and word.isupper():
-        # An initial: "Thomas J. Watson", "J. R. R. Tolkien" (preceded by a capitalized word or start).
+        # An initial: "Thomas J. Watson", "J. R. R. Tolkien" (preceded by a capitalized word or start),
+        # "by J. W. Bazalgette" (another initial follows), "engineer J. Smith" (a name follows: a
+        # capitalized word that is no function word, unlike "vitamin C. The" or "plan B. We").
         before = piece[: match.start()].split()
-        return not before or before[-1][:1].isupper()
+        if not before or before[-1][:1].isupper() or _INITIAL.match(following):
+            return True
+        nxt = following.split()[0] if following.split() else ""
+        return nxt[:1].isupper() and nxt.strip(".,;:'’\"").lower() not in STOPWORDS
     return False
 
 

@@ -40,6 +40,12 @@ from tests.conftest import FIXTURES
         ),
         ("Thomas J. Watson renamed the firm. IBM grew.", ["Thomas J. Watson renamed the firm.", "IBM grew."]),
         (
+            "By then J. W. Bazalgette's sewers served London. They worked.",
+            ["By then J. W. Bazalgette's sewers served London.", "They worked."],
+        ),
+        ("The engineer J. Smith built it. Fine.", ["The engineer J. Smith built it.", "Fine."]),
+        ("They took vitamin C. The results were clear.", ["They took vitamin C.", "The results were clear."]),
+        (
             "Some metals, e.g. Lithium, are light. Others are not.",
             ["Some metals, e.g. Lithium, are light.", "Others are not."],
         ),
@@ -576,3 +582,43 @@ def test_a_document_answering_several_asks_in_separate_rows_is_on_topic(tool, us
     if useful:
         kept = " ".join([result["summary"], *result["extraction"]])
         assert "21,400" in kept and "3.1%" in kept
+
+
+def _answer_payload(question: str, sentences: list[str]) -> dict:
+    plan = {"plan_title": "Tunnel", "steps": [{"step_id": "1", "title": question, "description": question}]}
+    sources = [_source(i + 1, "1", s) for i, s in enumerate(sentences)]
+    return {"question": question, "plan": plan, "sources": sources, "critic_rounds": []}
+
+
+def test_summary_leads_each_part_with_the_part_as_asked_and_prefers_the_kind_of_answer_asked():
+    question = "When was the Harrow Tunnel built, how large is it, and how is it funded?"
+    payload = _answer_payload(
+        question,
+        [
+            "The Harrow Tunnel was praised by engineers and the Harrow Tunnel board. It was a project.",
+            "Construction of the Harrow Tunnel began in March 2016 and finished in 2024.",
+            "The Harrow Tunnel is 25 km long and 7.2 m wide.",
+            "The Harrow Tunnel is funded by a £20 charge on each household bill.",
+            "Further reading: J. Smith, The Harrow Tunnel Story (2019).",
+        ],
+    )
+    summary = extractive_section("Executive summary", payload)
+    paragraphs = [p for p in summary.split("\n\n") if p.strip()]
+    assert [p.split("**")[1] for p in paragraphs] == [
+        "When was the Harrow Tunnel built?",
+        "How large is the Harrow Tunnel?",
+        "How is the Harrow Tunnel funded?",
+    ]
+    assert "March 2016" in paragraphs[0].split("[")[0]
+    assert "25 km" in paragraphs[1].split("[")[0]
+    assert "£20" in paragraphs[2].split("[")[0]
+    assert "Further reading" not in summary and "Tunnel Story" not in summary
+
+
+def test_see_also_lists_run_into_a_sentence_are_cut_off():
+    payload = _answer_payload(
+        "What happened in 1866?",
+        ["The 1866 epidemic in East London killed 5,500 people. *See also:* Great Stink; Abbey Mills."],
+    )
+    texts = [f.text for f in findings(payload)]
+    assert texts == ["The 1866 epidemic in East London killed 5,500 people."]

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deepresearch_dagster.core.heuristics.planning import plan_heuristically, research_terms
+from deepresearch_dagster.core.heuristics.terms import question_parts
 from deepresearch_dagster.core.models import ResearchPlan
 
 INSTRUCTION = {"prepare", "write", "brief", "specific", "cite", "sources", "due-diligence", "please"}
@@ -91,7 +92,8 @@ def test_demo_question_keeps_its_plan():
     titles = [s["title"] for s in out["steps"]]
     assert titles[0] == "Background: commercializing solid-state batteries"
     assert titles[1] == "What are the main challenges in commercializing solid-state batteries"
-    assert titles[2] == "How are manufacturers addressing them"
+    # "them" is read as the earlier part's subject, so the step's title and queries stand alone.
+    assert titles[2] == "How are manufacturers addressing the main challenges"
     assert titles[-1].startswith("Limitations and outlook")
 
 
@@ -229,3 +231,37 @@ def test_any_request_gives_a_valid_plan_whose_steps_search_something(question, m
     for step in out["steps"]:
         assert step["queries"] and all(q.strip() for q in step["queries"])
         assert not step["title"].lower().endswith((" and", " or", ","))
+
+
+@pytest.mark.parametrize(
+    "question, parts",
+    [
+        (
+            "When was the Eiffel Tower built, how tall is it, and who designed it?",
+            ["When was the Eiffel Tower built", "how tall is the Eiffel Tower", "who designed the Eiffel Tower"],
+        ),
+        (
+            "Who founded Acme, when was it founded, and what does it sell?",
+            ["Who founded Acme", "when was Acme founded", "what does Acme sell"],
+        ),
+        (
+            "What are the main risks facing coastal towns today, and how are councils addressing them?",
+            ["What are the main risks facing coastal towns today", "how are councils addressing the main risks"],
+        ),
+        # A comma before a relative "where"/"which" is not a new part.
+        ("How did Lyon, which had no river port, grow?", ["How did Lyon, which had no river port, grow"]),
+    ],
+)
+def test_a_question_splits_into_parts_that_read_alone(question, parts):
+    assert question_parts(question) == parts
+
+
+def test_multi_part_question_plan_has_a_title_and_searches_for_measures():
+    out = plan("When was the Eiffel Tower built, how tall is it, and who designed it?")
+    assert out["plan_title"] == "When was the Eiffel Tower built, how tall is it, and who designed it"
+    titles = [s["title"] for s in out["steps"]]
+    assert "How tall is the Eiffel Tower" in titles and "Who designed the Eiffel Tower" in titles
+    tall = next(s for s in out["steps"] if s["title"] == "How tall is the Eiffel Tower")
+    assert "height" in tall["queries"][0]  # sources state a height, not "tall"
+    # A bare "what" + verb keeps the question's words: no "Caused the …" title.
+    assert plan("What caused the 1906 fire in Kingsport?")["plan_title"] == "What caused the 1906 fire in Kingsport"

@@ -19,7 +19,18 @@ import re
 from typing import Any
 
 from ..text import content_terms
-from .terms import CLAUSE_SPLIT, DEFINITIONAL, QUESTION_LEAD, cap_words, sentence_case, topic_terms
+from .terms import (
+    CLAUSE_SPLIT,
+    COPULA_LEAD,
+    DEFINITIONAL,
+    PARTICIPLE_END,
+    QUESTION_LEAD,
+    SUBJECT_LEAD,
+    cap_words,
+    question_parts,
+    sentence_case,
+    topic_terms,
+)
 
 # Whole sentences that tell the writer how to write, not what to find.
 INSTRUCTION_SENTENCE = re.compile(
@@ -88,6 +99,22 @@ NOT_NAMES = {
     "be",
     "cite",
 }
+# "How large / tall / long … is X": the words sources state the answer in.
+MEASURES = {
+    "large": "size length capacity",
+    "big": "size",
+    "tall": "height",
+    "high": "height",
+    "long": "length duration",
+    "deep": "depth",
+    "wide": "width",
+    "heavy": "weight",
+    "old": "age",
+    "fast": "speed",
+    "far": "distance",
+    "often": "frequency",
+}
+HOW_MEASURE = re.compile(rf"\bhow\s+({'|'.join(MEASURES)})\b", re.IGNORECASE)
 # Words of the request's wording rather than its topic; they never enter a query.
 REQUEST_WORDS = set(
     content_terms(
@@ -497,14 +524,13 @@ def _entity_steps(entity: str, max_steps: int, title: str, focus: str | None = N
 
 def _question_plan(question: str, max_steps: int, title: str | None = None) -> dict[str, Any]:
     """Background, one step per sub-question, limitations/outlook."""
-    clauses = [c.strip(" ,.?") for c in CLAUSE_SPLIT.split(question) if c and c.strip(" ,.?")]
+    clauses = question_parts(question)
     topic_words = (
         topic_terms(clauses[0] if clauses else question, drop_aspects=True) or topic_terms(question) or ["the question"]
     )
     topic_words = [w for w in topic_words if not set(content_terms(w)) <= REQUEST_WORDS] or topic_words
     topic = " ".join(topic_words[:6])
-    title_core = QUESTION_LEAD.sub("", question.rstrip("?. ")).strip() or question
-    plan_title = title or cap_words(sentence_case(title_core), 16)
+    plan_title = title or _question_title(question)
 
     steps = [
         (
@@ -516,13 +542,18 @@ def _question_plan(question: str, max_steps: int, title: str | None = None) -> d
     ]
     for clause in clauses[: max(0, max_steps - 2)]:
         clause_terms = [w for w in topic_terms(clause) if not set(content_terms(w)) <= REQUEST_WORDS]
+        # "How large is it": sources state a size, not "large" (a request word, never searched).
+        measured = [MEASURES[m.group(1).lower()] for m in HOW_MEASURE.finditer(clause)]
+        clause_terms = list(dict.fromkeys(w for words in measured for w in words.split())) + clause_terms
         query = " ".join(dict.fromkeys(clause_terms + topic_words))
+        # Searched alone, a part's generic words ("the main challenges") match every document.
+        own_terms = [w for w in clause_terms if w in topic_terms(clause, drop_aspects=True)] or clause_terms
         steps.append(
             (
                 cap_words(sentence_case(clause), 14),
                 f"Answer the sub-question '{clause}?' about {topic}. Search for '{query}' "
                 "and extract concrete facts, figures, dates and named examples.",
-                [query, " ".join(clause_terms) or topic, f"{topic} {' '.join(clause_terms[:3])} examples"],
+                [query, " ".join(own_terms) or topic, f"{topic} {' '.join(clause_terms[:3])} examples"],
             )
         )
     if len(steps) < max_steps:
@@ -535,6 +566,21 @@ def _question_plan(question: str, max_steps: int, title: str | None = None) -> d
             )
         )
     return {"plan_title": plan_title, "steps": steps}
+
+
+def _question_title(question: str) -> str:
+    """A question's plan title: without its lead ("What are the risks of X" → "The risks of X") when
+    what is left reads as a title; else the question's own words up to 16, ended at a part boundary
+    (no "Caused the Great Stink of 1858, …" or "The Tunnel built")."""
+    text = question.rstrip("?. ").strip()
+    stripped = QUESTION_LEAD.sub("", text).strip()
+    fragment = SUBJECT_LEAD.match(text) or (COPULA_LEAD.match(text) and PARTICIPLE_END.search(text))
+    if len(CLAUSE_SPLIT.split(text)) == 1 and stripped and not fragment:
+        return cap_words(sentence_case(stripped), 16)
+    if len(text.split()) <= 16:
+        return sentence_case(text)
+    cuts = [m.start() for m in CLAUSE_SPLIT.finditer(text) if len(text[: m.start()].split()) <= 16]
+    return sentence_case(text[: cuts[-1]]) if cuts else cap_words(sentence_case(text), 16)
 
 
 def research_terms(question: str) -> list[str]:

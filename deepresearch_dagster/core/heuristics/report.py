@@ -14,17 +14,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..text import ENDS_SENTENCE, closed, content_terms, is_instruction, split_sentences, words
+from .answer_types import asked_kinds, supplies
 from .aspects import aspect_terms
 from .planning import enumerated_parts
 from .sentences import context_dependent, has_fact, is_fragment
-from .terms import ASPECT_WORDS, CLAUSE_SPLIT, INSTRUCTION_WORDS, QUESTION_LEAD, sentence_case
+from .terms import ASPECT_WORDS, INSTRUCTION_WORDS, question_parts, sentence_case
 
 REPORT_SECTIONS = ("Executive summary", "Key findings", "Analysis", "Limitations", "Suggested next steps")
 CORROBORATED_INTRO = "These findings are stated by two or more independent sources:"
 MAX_FINDING_WORDS = 60
 MAX_SUMMARY_PER_PART = 2
+ANSWER_KIND_WEIGHT = 1.5
 _PADDING = re.compile(r"^(?:The source is titled\b|It contains about \d+ words)")
 _FIGURE = re.compile(r"\d[\d,.]*")
+_ASKS = re.compile(
+    r"^(?:what|how|why|which|who|whom|whose|when|where|whether|does|do|did|is|are|was|were|can|could|should|"
+    r"will|would|has|have|had)\b",
+    re.IGNORECASE,
+)
 GENERIC = set(content_terms("report source sources article document study find finding research information"))
 
 
@@ -65,6 +72,19 @@ class Finding:
 def _is_data_row(text: str) -> bool:
     """A table row read with its header ("Round: Series B; Amount: $40M"): self-describing data."""
     return text.count(": ") >= 2 and "; " in text
+
+
+# A document's pointers to other reading ("Further reading: S. Johnson, The Ghost Map (2006)",
+# "*See also:* Great Stink; …"): titles of other works, never a finding.
+_REFERENCES = re.compile(
+    r"(?:^|\s)[*_]*(?:further\s+reading|see\s+also|external\s+links|bibliography|references)\s*[*_]*:", re.IGNORECASE
+)
+
+
+def without_references(sentence: str) -> str:
+    """The sentence without a trailing "See also: …" list that a page's layout ran into it."""
+    match = _REFERENCES.search(sentence)
+    return sentence[: match.start()].strip() if match else sentence
 
 
 def usable(sentence: str) -> bool:
@@ -123,7 +143,7 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
     order = 0
     for src in payload["sources"]:
         for sentence in [*split_sentences(src["summary"]), *src["extraction"]]:
-            sentence = " ".join(sentence.split())
+            sentence = without_references(" ".join(sentence.split()))
             order += 1
             if not usable(sentence) or _PADDING.match(sentence):
                 continue
@@ -154,8 +174,10 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
     return out
 
 
-def _rank(f: Finding, terms: set[str]) -> tuple[float, int]:
+def _rank(f: Finding, terms: set[str], kinds: frozenset[str] = frozenset()) -> tuple[float, int]:
     score = len(f.terms & terms) + 0.5 * (len(f.cites) - 1) + (0.3 if has_fact(f.text) else 0.0)
+    # A sentence with the kind of answer the part asks for (a date for "when", money for "cost").
+    score += ANSWER_KIND_WEIGHT * supplies(f.text, set(kinds))
     score -= 0.01 * max(0, len(words(f.text)) - 35)
     return (-score, f.order)
 
@@ -165,8 +187,7 @@ def _rank(f: Finding, terms: set[str]) -> tuple[float, int]:
 
 def _parts(question: str) -> list[str]:
     """The question's parts, in its order ("What are X, and how are Y?" → two parts)."""
-    clauses = [c.strip(" ,.?;:") for c in CLAUSE_SPLIT.split(" ".join(question.split())) if c and c.strip(" ,.?;:")]
-    return clauses or [question.strip()]
+    return question_parts(question) or [question.strip()]
 
 
 def _exec_summary(payload: dict[str, Any]) -> str:
@@ -189,19 +210,25 @@ def _exec_summary(payload: dict[str, Any]) -> str:
         home = max(steps, key=lambda s: len(part_terms & set(content_terms(s["title"]))), default=None)
         pool = [f for f in found if id(f) not in used and f.terms & (part_terms - question or part_terms)]
         home_id = str(home["step_id"]) if home else ""
-        pool.sort(key=lambda f: _rank(f, part_terms | (question if f.placed == home_id else set())))
+        kinds = frozenset(asked_kinds(part))
+        pool.sort(key=lambda f: _rank(f, part_terms | (question if f.placed == home_id else set()), kinds))
         limit = MAX_SUMMARY_PER_PART if len(parts) > 1 else 2 * MAX_SUMMARY_PER_PART
-        picked = pool[:limit]
-        if len(picked) < limit:
+        # A part that asks for a kind of answer (a date, a size, money) quotes beyond its best finding
+        # only findings of that kind: the rest are left to the parts that ask for them.
+        answers = [f for f in pool if supplies(f.text, set(kinds))] if kinds else pool
+        picked = (answers or pool)[:limit]
+        if len(picked) < limit and not (kinds and answers):
             # Too few findings use the part's words: add the best of those found for the step that asks it.
             extra = [f for f in found if f.placed == home_id and id(f) not in used and f not in picked]
-            picked += sorted(extra, key=lambda f: _rank(f, part_terms | question))[: limit - len(picked)]
+            picked += sorted(extra, key=lambda f: _rank(f, part_terms | question, kinds))[: limit - len(picked)]
         if not picked:
             continue
         used.update(id(f) for f in picked)
-        lead = sentence_case(QUESTION_LEAD.sub("", part).strip() or part)
+        # The part itself as the paragraph's lead: "What did the tunnel cost?" reads; a lead with its
+        # question words cut ("Large is the tunnel") does not.
+        lead = sentence_case(part) + ("?" if _ASKS.match(part) else ".")
         # Run together in a paragraph, a data row needs its full stop to stay a sentence of its own.
-        paragraphs.append(f"**{lead}.** " + " ".join(f"{closed(f.text)} {f.cited}" for f in picked))
+        paragraphs.append(f"**{lead}** " + " ".join(f"{closed(f.text)} {f.cited}" for f in picked))
     if not paragraphs:
         best = sorted(found, key=lambda f: _rank(f, question))[:3]
         paragraphs.append(" ".join(f"{f.text} {f.cited}" for f in best))

@@ -22,10 +22,62 @@ QUESTION_LEAD = re.compile(
 )
 LIST_MARKER = re.compile(r"^\s*(?:[-*+>]|\d+[.)])\s+")
 EMPHASIS = re.compile(r"\*\*|__|`")
+# A question's parts: after "?" or ";", before ", and how …", and before ", who …" in "What caused
+# X, who designed Y, and what did it cost?" ("which" and "where" after a comma are usually relative
+# clauses: "Paris, where …").
 CLAUSE_SPLIT = re.compile(
-    r"\s*(?:[;?]\s*|,?\s+and\s+(?=(?:how|what|why|which|who|when|where|whether|does|do|is|are|can)\b))",
+    r"\s*(?:[;?]\s*|,?\s+and\s+(?=(?:how|what|why|which|who|when|where|whether|does|do|is|are|can)\b)"
+    r"|,\s+(?=(?:how|what|why|who|when|whether)\s))",
     re.IGNORECASE,
 )
+_PRONOUN = re.compile(r"\b(?:it|they|them|(its|their))\b", re.IGNORECASE)
+COPULA_LEAD = re.compile(r"^(?:what|how|when|where|why|which|who)\s+(?:are|is|was|were)\s+", re.IGNORECASE)
+SUBJECT_LEAD = re.compile(
+    r"^(?:what|who|which)\s+(?!(?:are|is|was|were|do|does|did|can|could|should|will|would|has|have|had)\b)"
+    r"[a-z]+(?:ed|s)\s+",
+    re.IGNORECASE,
+)
+PARTICIPLE_END = re.compile(
+    r"\s+(?:[a-z]+ed|built|made|done|run|paid|held|sold|led|won|begun|written|known|seen|given|taken)$", re.I
+)
+_NP_CUT = re.compile(r"\s+(?:in|of|for|on|at|to|from|with|by|facing|[a-z]+ing)\s", re.IGNORECASE)
+
+
+def antecedent(clause: str) -> str | None:
+    """The thing a question part asks about, for a later part's "it" or "them": "the Thames Tideway
+    Tunnel" in "When was the Thames Tideway Tunnel built", "London's sewer response" in "who designed
+    London's sewer response". None for shapes whose subject cannot be told from its verb."""
+    clause = clause.strip(" ,.?;:")
+    if _PRONOUN.search(clause):
+        return None
+    lead = COPULA_LEAD.match(clause) or SUBJECT_LEAD.match(clause)
+    if not lead:
+        return None
+    rest = PARTICIPLE_END.sub("", clause[lead.end() :]).strip()
+    words = rest.split()
+    if not words or len(words) > 12:
+        return None
+    if len(words) > 6:  # "the main problems facing London's Victorian sewer system" → "the main problems"
+        cut = next((m.start() for m in _NP_CUT.finditer(rest) if len(rest[: m.start()].split()) >= 2), None)
+        rest = rest[:cut] if cut else rest
+    return rest
+
+
+def question_parts(question: str) -> list[str]:
+    """The question's parts in its order, each readable alone: "When was the Tunnel built, how large is
+    it, and how is it funded?" → "When was the Tunnel built", "how large is the Tunnel", "how is the
+    Tunnel funded" (a part's "it"/"them" is the nearest earlier part's subject)."""
+    parts = [c.strip(" ,.?;:") for c in CLAUSE_SPLIT.split(" ".join(question.split())) if c and c.strip(" ,.?;:")]
+    out: list[str] = []
+    subject: str | None = None
+    for part in parts:
+        if subject and out:
+            part = _PRONOUN.sub(lambda m, s=subject: f"{s}'s" if m.group(1) else s, part)
+        out.append(part)
+        subject = antecedent(part) or subject
+    return out
+
+
 DEFINITIONAL = re.compile(r"^(who|what)\s+(is|was|are|were)\s+[^,;]{2,60}\??$", re.IGNORECASE)
 
 
