@@ -540,6 +540,9 @@ def evaluate(split: str, articles: list[Article]) -> dict[str, Any]:
             attainable := [r for r in large if r["floor_reduction_pct"] >= GOAL_REDUCTION_PCT]
         ),
         "attainable_calls_at_goal": sum(r["reduction_pct"] >= GOAL_REDUCTION_PCT for r in attainable),
+        "largest_unattainable_raw_tokens": max(
+            (r["raw_tokens"] for r in large if r["floor_reduction_pct"] < GOAL_REDUCTION_PCT), default=None
+        ),
         "larger_calls": len(larger := [r for r in large if r["raw_tokens"] >= LARGER_RAW_TOKENS]),
         "larger_reduction_median_pct": round(statistics.median(r["reduction_pct"] for r in larger), 2)
         if larger
