@@ -622,3 +622,39 @@ def test_see_also_lists_run_into_a_sentence_are_cut_off():
     )
     texts = [f.text for f in findings(payload)]
     assert texts == ["The 1866 epidemic in East London killed 5,500 people."]
+
+
+def test_a_sentence_that_leans_on_the_one_before_is_quoted_with_it():
+    from deepresearch_dagster.core.heuristics.report import preceding_sentences
+
+    raw = (
+        "## Cost and completion\n\nThe main drainage was opened in stages between 1865 and 1868. Its final cost "
+        "is usually given as about **£4.2 million**, well above the £3 million authorised; the rest was separate.\n"
+    )
+    quoted = "Its final cost is usually given as about £4.2 million, well above the £3 million authorised."
+    entry = _source(1, "1", quoted)
+    payload = _answer_payload("What did the main drainage cost?", [])
+    payload["sources"] = [entry]
+    payload["preceding"] = preceding_sentences([entry], {entry["artifact_file"]: raw})
+    texts = [f.text for f in findings(payload)]
+    assert texts == [
+        "The main drainage was opened in stages between 1865 and 1868. Its final cost is usually given as about "
+        "£4.2 million, well above the £3 million authorised."
+    ]
+    assert "£4.2 million" in extractive_section("Executive summary", payload)
+
+
+@pytest.mark.parametrize(
+    "sentence", ["To address this, the Board is studying a second spillway.", "Second, the steel anchors corrode."]
+)
+def test_openers_that_point_back_are_context_dependent(sentence):
+    assert context_dependent(sentence)
+
+
+def test_no_corroborated_finding_means_every_finding_rests_on_one_source():
+    markdown = (
+        "## Analysis\n\nNo finding was stated by more than one independent source.\n\n## Limitations\n\n"
+        "- 37 of 40 findings rest on a single source; treat them as unconfirmed.\n"
+    )
+    out = reconcile_corroboration(markdown)
+    assert "All 40 findings rest on a single source" in out and "37 of 40" not in out

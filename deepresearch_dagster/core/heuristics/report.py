@@ -18,10 +18,12 @@ from .answer_types import asked_kinds, supplies
 from .aspects import aspect_terms
 from .planning import enumerated_parts
 from .sentences import context_dependent, has_fact, is_fragment
-from .terms import ASPECT_WORDS, INSTRUCTION_WORDS, question_parts, sentence_case
+from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, question_parts, sentence_case
 
 REPORT_SECTIONS = ("Executive summary", "Key findings", "Analysis", "Limitations", "Suggested next steps")
 CORROBORATED_INTRO = "These findings are stated by two or more independent sources:"
+NONE_CORROBORATED = "No finding was stated by more than one independent source"
+_SINGLE_SOURCE_COUNT = re.compile(r"\b\d+ of (\d+) findings rest on a single source")
 MAX_FINDING_WORDS = 60
 MAX_SUMMARY_PER_PART = 2
 ANSWER_KIND_WEIGHT = 1.5
@@ -133,6 +135,29 @@ def _step_terms(step: dict[str, Any], common: set[str]) -> set[str]:
     return (set(content_terms(text)) - INSTRUCTION_WORDS - GENERIC - common) | aspect_terms(step["title"])
 
 
+def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> dict[str, dict[str, str]]:
+    """By artifact file, the sentence before each quoted sentence that leans on it, from the raw output
+    and within its paragraph: "Its final cost was £4.2 million" reads alone only after "The main
+    drainage opened in 1865." (the report quotes the two together)."""
+    out: dict[str, dict[str, str]] = {}
+    for e in entries:
+        raw = raws.get(str(e.get("artifact_file") or ""))
+        quoted = [" ".join(q.split()) for q in [*split_sentences(e.get("summary", "")), *e.get("extraction", [])]]
+        leaning = [q for q in quoted if context_dependent(q)]
+        if not raw or not leaning:
+            continue
+        # Compared as the compressor quoted them: without Markdown emphasis ("about **£4.2 million**").
+        paragraphs = [" ".join(EMPHASIS.sub("", p).split()) for p in re.split(r"\n\s*\n", raw)]
+        for q in leaning:
+            for paragraph in paragraphs:
+                at = paragraph.find(q.rstrip("."))  # a clause the compressor cut off ends in "." it lacks
+                before = split_sentences(paragraph[:at]) if at > 0 else []
+                if before:
+                    out.setdefault(str(e["artifact_file"]), {})[q] = before[-1]
+                    break
+    return out
+
+
 def findings(payload: dict[str, Any]) -> list[Finding]:
     """Usable, on-topic, de-duplicated findings, each placed under the step it answers best."""
     question = _question_terms(payload["question"])
@@ -142,9 +167,13 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
     out: list[Finding] = []
     order = 0
     for src in payload["sources"]:
+        before = payload.get("preceding", {}).get(str(src.get("artifact_file") or ""), {})
         for sentence in [*split_sentences(src["summary"]), *src["extraction"]]:
             sentence = without_references(" ".join(sentence.split()))
             order += 1
+            lead = before.get(sentence)
+            if lead and context_dependent(sentence) and not context_dependent(lead) and usable(f"{lead} {sentence}"):
+                sentence = f"{lead} {sentence}"  # "It lent £88m" with the sentence it continues
             if not usable(sentence) or _PADDING.match(sentence):
                 continue
             terms = set(content_terms(sentence))
@@ -190,14 +219,13 @@ def _parts(question: str) -> list[str]:
     return question_parts(question) or [question.strip()]
 
 
-def _exec_summary(payload: dict[str, Any]) -> str:
+def _answers(payload: dict[str, Any]) -> list[tuple[str, list[Finding]]]:
+    """Each part of the question with the findings that answer it best, in the question's order."""
     found = findings(payload)
-    if not found:
-        return "The research found no useful sources."
     question = _question_terms(payload["question"])
     steps = _all_steps(payload["plan"])
     used: set[int] = set()
-    paragraphs: list[str] = []
+    out: list[tuple[str, list[Finding]]] = []
     parts = _parts(payload["question"])
     listed = enumerated_parts(str(payload["question"])) is not None
     if (listed or (len(parts) == 1 and len(words(parts[0])) > 15)) and len(payload["plan"]["steps"]) > 1:
@@ -221,16 +249,26 @@ def _exec_summary(payload: dict[str, Any]) -> str:
             # Too few findings use the part's words: add the best of those found for the step that asks it.
             extra = [f for f in found if f.placed == home_id and id(f) not in used and f not in picked]
             picked += sorted(extra, key=lambda f: _rank(f, part_terms | question, kinds))[: limit - len(picked)]
+        used.update(id(f) for f in picked)
+        out.append((part, picked))
+    return out
+
+
+def _exec_summary(payload: dict[str, Any]) -> str:
+    found = findings(payload)
+    if not found:
+        return "The research found no useful sources."
+    paragraphs: list[str] = []
+    for part, picked in _answers(payload):
         if not picked:
             continue
-        used.update(id(f) for f in picked)
         # The part itself as the paragraph's lead: "What did the tunnel cost?" reads; a lead with its
         # question words cut ("Large is the tunnel") does not.
         lead = sentence_case(part) + ("?" if _ASKS.match(part) else ".")
         # Run together in a paragraph, a data row needs its full stop to stay a sentence of its own.
         paragraphs.append(f"**{lead}** " + " ".join(f"{closed(f.text)} {f.cited}" for f in picked))
     if not paragraphs:
-        best = sorted(found, key=lambda f: _rank(f, question))[:3]
+        best = sorted(found, key=lambda f: _rank(f, _question_terms(payload["question"])))[:3]
         paragraphs.append(" ".join(f"{f.text} {f.cited}" for f in best))
     return "\n\n".join(paragraphs)
 
@@ -259,7 +297,7 @@ def _analysis(payload: dict[str, Any]) -> str:
         parts.append(CORROBORATED_INTRO)
         parts.append("\n".join(f"- {f.text} {f.cited}" for f in backed[:6]))
     else:
-        parts.append("No finding was stated by more than one independent source.")
+        parts.append(f"{NONE_CORROBORATED}.")
     if rounds:
         scores = ", ".join(f"round {r['round']}: {r['verdict']['sufficiency']}/10" for r in rounds)
         parts.append(f"The critic's sufficiency scores were {scores}.")
@@ -276,7 +314,15 @@ def _limitations(payload: dict[str, Any]) -> str:
     ]
     found = findings(payload)
     steps = [s for s in payload["plan"]["steps"]]
-    empty = [s["title"] for s in steps if not any(f.placed == str(s["step_id"]) for f in found)]
+    # A step none of whose findings stayed under it, unless the executive summary answers its
+    # part from findings placed elsewhere (it would then deny what the summary says).
+    answered = [set(content_terms(part)) for part, picked in _answers(payload) if picked] if found else []
+    empty = [
+        s["title"]
+        for s in steps
+        if not any(f.placed == str(s["step_id"]) for f in found)
+        and not any(set(content_terms(s["title"])) <= terms for terms in answered)
+    ]
     if empty:
         lines.append("- No usable finding answers: " + "; ".join(f"'{t}'" for t in empty) + ".")
     return "\n".join(lines)
@@ -307,7 +353,15 @@ def _next_steps(payload: dict[str, Any]) -> str:
 
 def reconcile_corroboration(markdown: str) -> str:
     """After citation verification: a finding left with fewer than two citations is no longer
-    "stated by two or more sources"; drop it from that list (and the list if it empties)."""
+    "stated by two or more sources"; drop it from that list (and the list if it empties). A report
+    whose Analysis names no corroborated finding says all its findings rest on one source."""
+    markdown = _corroborated_list(markdown)
+    if NONE_CORROBORATED in markdown:
+        markdown = _SINGLE_SOURCE_COUNT.sub(r"All \1 findings rest on a single source", markdown)
+    return markdown
+
+
+def _corroborated_list(markdown: str) -> str:
     at = markdown.find(CORROBORATED_INTRO)
     if at < 0:
         return markdown
@@ -319,7 +373,7 @@ def reconcile_corroboration(markdown: str) -> str:
     if bullets:
         block = CORROBORATED_INTRO + "\n\n" + "\n".join(bullets) + "\n"
     else:
-        block = "No finding was stated by more than one independent source once citations were verified.\n"
+        block = f"{NONE_CORROBORATED} once citations were verified.\n"
     return markdown[:at] + block + after[match.end() :]
 
 

@@ -17,7 +17,11 @@ LEADING_ANAPHORA = re.compile(
     r"there|here|both|neither|either|the latter|the former|the same|another|other|others|"
     r"but|and|or|so|yet|also|too|still|thus|hence|therefore|however|moreover|furthermore|meanwhile|"
     r"instead|likewise|similarly|nevertheless|nonetheless|besides|then|otherwise|in addition|"
-    r"by contrast|in contrast|as a result|for this reason|even so|on the other hand|at the same time)\b",
+    r"by contrast|in contrast|as a result|for this reason|even so|on the other hand|at the same time|"
+    # "Second, the anchors …" needs its "First"; "To address this, the Board …" its "this".
+    r"second|secondly|third|thirdly|fourth|fifth|finally|lastly|in turn|"
+    r"(?:to|in|for|despite|after|before|given|unlike|because\s+of|as\s+part\s+of|in\s+response\s+to)\s+"
+    r"[a-z]*\s*(?:this|that|these|those|it|them)(?!\s+(?:year|month|week|decade|century)\b))\b",
     re.IGNORECASE,
 )
 # A noun phrase whose referent is in another sentence: "these two worlds", "such materials",

@@ -16,7 +16,13 @@ from typing import Any
 from ..context import ResearchContext
 from ..errors import MODEL_FAILURES, StructuredOutputError
 from ..heuristics import OFFLINE_MODEL as FALLBACK_MODEL
-from ..heuristics.report import REPORT_SECTIONS, direct_answer_text, extractive_section, reconcile_corroboration
+from ..heuristics.report import (
+    REPORT_SECTIONS,
+    direct_answer_text,
+    extractive_section,
+    preceding_sentences,
+    reconcile_corroboration,
+)
 from ..llm.contracts import OUTLINE, SECTION
 from ..llm.prompts import render
 from ..llm.structured import call_structured, complete_recorded, record_completion, record_fallback
@@ -380,6 +386,7 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
         "critic_rounds": rounds,
         "open_gaps": rounds[-1]["verdict"]["gaps"] if rounds and rounds[-1]["decision"] != "sufficient" else [],
         "not_useful_count": len(bundle.summaries) - len(bundle.working_memory),
+        "preceding": preceding_sentences(sourced, raws),
     }
     raw = raws if ctx.settings.context_mode == "raw" else None
     # The stable prefix of every reporter call (system prompt, question, plan); each call adds
