@@ -658,3 +658,26 @@ def test_no_corroborated_finding_means_every_finding_rests_on_one_source():
     )
     out = reconcile_corroboration(markdown)
     assert "All 40 findings rest on a single source" in out and "37 of 40" not in out
+
+
+def test_a_documents_title_line_is_never_a_finding():
+    assert not usable('How Brennock Was Paid For: A Short Financial History From "Public Works", Series, 2012.')
+    assert not usable("CHOLERA IN VICTORIAN LONDON: FROM MIASMA TO WATERBORNE DISEASE (article No. 4)")
+    assert usable("The Tamsel Valley Water Board approved a refurbishment of the dam in 2019.")
+
+
+def test_each_part_quotes_what_it_alone_asks_about():
+    question = "What caused the 1998 Kellan Dam spillway failure, who led the emergency response, and what did it cost?"
+    payload = _answer_payload(
+        question,
+        [
+            "The refurbishment ran 8 percent over budget, mainly due to higher steel prices.",
+            "The chute drains, which were the main cause of the 1998 spillway failure, are now inspected yearly.",
+            "The emergency response was led by Chief Superintendent Colm Reddan.",
+            "Emergency works and repair of the spillway cost 41 million pounds.",
+        ],
+    )
+    paragraphs = [p for p in extractive_section("Executive summary", payload).split("\n\n") if p.strip()]
+    assert "main cause of the 1998 spillway failure" in paragraphs[0] and "steel prices" not in paragraphs[0]
+    assert "Colm Reddan" in paragraphs[1]
+    assert "41 million pounds" in paragraphs[2]

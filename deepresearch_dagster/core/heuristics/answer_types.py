@@ -44,14 +44,19 @@ _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
         re.compile(
             r"\b(?:Sir|Dr|Mr|Mrs|Ms|Prof|Lord|Lady)\.?\s+[A-Z]|\b(?:[A-Z]\.\s+)+[A-Z][a-z]+|"
             r"\b(?:engineer|architect|designer|founder|physician|scientist|inventor|chemist|mayor|minister|"
-            r"president|chancellor|director|chief\s+executive)\s+(?:[A-Z][a-z]+\s+)*[A-Z][a-z]+"
+            r"president|chancellor|director|chief\s+executive|superintendent|commissioner|inspector|officer|"
+            r"general|colonel|captain|professor|chair|chairman|chairwoman)\s+(?:[A-Z][a-z]+\s+)*[A-Z][a-z]+|"
+            # "led by the chief engineer Margaret Oduya", "designed by Joseph Bazalgette"
+            r"\b(?:led|headed|chaired|directed|designed|founded|managed|run|built|commanded)\s+by\s+"
+            r"(?:the\s+)?(?:[a-z]+\s+){0,3}[A-Z][a-z]+\s+[A-Z][a-z]+"
         ),
     ),
     "cause": (
         re.compile(r"\b(?:why|cause|causes|caused|causing|reason|reasons|led\s+to|what\s+triggered)\b", re.I),
         re.compile(
-            r"\b(?:because|due\s+to|caused\s+by|owing\s+to|as\s+a\s+result|resulted|results?\s+from|"
-            r"led\s+to|leads\s+to|triggered|blamed|responsible\s+for|driven\s+by|reasons?)\b",
+            r"\b(?:because|due\s+to|caused\s+by|causes?\s+of|causes|owing\s+to|as\s+a\s+result|resulted|"
+            r"results?\s+from|led\s+to|leads\s+to|triggered|blamed|responsible\s+for|driven\s+by|"
+            r"reasons?\s+(?:for|was|is|were))\b",
             re.I,
         ),
     ),

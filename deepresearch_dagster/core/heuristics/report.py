@@ -16,7 +16,7 @@ from typing import Any
 from ..text import ENDS_SENTENCE, closed, content_terms, is_instruction, split_sentences, words
 from .answer_types import asked_kinds, supplies
 from .aspects import aspect_terms
-from .planning import enumerated_parts
+from .planning import MEASURES, enumerated_parts
 from .sentences import context_dependent, has_fact, is_fragment
 from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, question_parts, sentence_case
 
@@ -27,6 +27,7 @@ _SINGLE_SOURCE_COUNT = re.compile(r"\b\d+ of (\d+) findings rest on a single sou
 MAX_FINDING_WORDS = 60
 MAX_SUMMARY_PER_PART = 2
 ANSWER_KIND_WEIGHT = 1.5
+HOME_WEIGHT = 1.0
 _PADDING = re.compile(r"^(?:The source is titled\b|It contains about \d+ words)")
 _FIGURE = re.compile(r"\d[\d,.]*")
 _ASKS = re.compile(
@@ -35,6 +36,7 @@ _ASKS = re.compile(
     re.IGNORECASE,
 )
 GENERIC = set(content_terms("report source sources article document study find finding research information"))
+MEASURE_WORDS = set(content_terms(" ".join(MEASURES)))
 
 
 def extractive_section(heading: str, payload: dict[str, Any]) -> str:
@@ -89,9 +91,18 @@ def without_references(sentence: str) -> str:
     return sentence[: match.start()].strip() if match else sentence
 
 
+def _title_like(text: str) -> bool:
+    """A document's title or heading line ("How Brennock Was Paid For: A Short Financial History"):
+    nearly every longer word capitalized."""
+    longer = [w for w in words(text) if len(w) >= 4 and w.isalpha()]
+    return len(longer) >= 4 and sum(w[0].isupper() for w in longer) >= 0.8 * len(longer)
+
+
 def usable(sentence: str) -> bool:
     """Whether a sentence can be quoted on its own in a report."""
     s = sentence.strip()
+    if _title_like(s) and not _is_data_row(s):
+        return False
     if not s or len(words(s)) > MAX_FINDING_WORDS or s.endswith(":") or not (s[:1].isupper() or s[:1].isdigit()):
         return _is_data_row(s)
     if _is_data_row(s) or _priced_item(s):
@@ -194,6 +205,16 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
                     twin.twins.append(sentence)
                 continue
             out.append(Finding(sentence, terms, [src["n"]], str(src["step_id"]), order))
+    # A sentence also quoted with the one before it ("X opened in 1968." and "X opened in 1968. At
+    # 112 metres it …") is one finding: the longer, with both citations.
+    kept: list[Finding] = []
+    for f in sorted(out, key=lambda f: -len(f.text)):
+        longer = next((g for g in kept if f.text in g.text), None)
+        if longer is None:
+            kept.append(f)
+        else:
+            longer.cites += [n for n in f.cites if n not in longer.cites]
+    out = [f for f in out if any(f is g for g in kept)]
     for f in out:
         scores = {sid: len(f.terms & t) for sid, t in step_terms.items()}
         home = scores.get(f.step_id, 0)
@@ -203,10 +224,22 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
     return out
 
 
-def _rank(f: Finding, terms: set[str], kinds: frozenset[str] = frozenset()) -> tuple[float, int]:
+def _rank(
+    f: Finding,
+    terms: set[str],
+    kinds: frozenset[str] = frozenset(),
+    home: str = "",
+    stress: frozenset[str] = frozenset(),
+) -> tuple[float, int]:
     score = len(f.terms & terms) + 0.5 * (len(f.cites) - 1) + (0.3 if has_fact(f.text) else 0.0)
-    # A sentence with the kind of answer the part asks for (a date for "when", money for "cost").
-    score += ANSWER_KIND_WEIGHT * supplies(f.text, set(kinds))
+    # The words only this part of the question uses ("built" in "When was X built") count twice.
+    score += len(f.terms & stress)
+    # Placed under the step that asks the part.
+    score += HOME_WEIGHT if home and f.placed == home else 0.0
+    # A sentence with the kind of answer the part asks for (a date for "when", money for "cost"),
+    # when it is about the part at all: "due to higher steel prices" does not explain another event.
+    if f.terms & terms:
+        score += ANSWER_KIND_WEIGHT * supplies(f.text, set(kinds))
     score -= 0.01 * max(0, len(words(f.text)) - 35)
     return (-score, f.order)
 
@@ -232,14 +265,30 @@ def _answers(payload: dict[str, Any]) -> list[tuple[str, list[Finding]]]:
         # A request that lists its parts ("(1) … (2) …", a bullet list), or one long request:
         # the plan's steps are its parts, titled briefly.
         parts = [str(s["title"]) for s in payload["plan"]["steps"]]
-    for part in parts:
-        part_terms = (set(content_terms(part)) - INSTRUCTION_WORDS - ASPECT_WORDS - GENERIC) | aspect_terms(part)
-        # Findings placed under the step that asks this part count double.
+    # "large" in "How large is X" is how the question asks, not what sources say ("112 metres").
+    own = [set(content_terms(part)) - INSTRUCTION_WORDS - ASPECT_WORDS - GENERIC - MEASURE_WORDS for part in parts]
+    asked = [asked_kinds(part) for part in parts]
+    for k, part in enumerate(parts):
+        part_terms = own[k] | aspect_terms(part)
+        # The step that asks this part: its findings rank higher (HOME_WEIGHT).
         home = max(steps, key=lambda s: len(part_terms & set(content_terms(s["title"]))), default=None)
-        pool = [f for f in found if id(f) not in used and f.terms & (part_terms - question or part_terms)]
+        # Candidates share a word that this part asks about and the others do not (the
+        # expansion of "caused" into "because", "due" only ranks them).
+        others = set().union(*(terms for i, terms in enumerate(own) if i != k))
+        distinctive = own[k] - others or own[k] or part_terms
+        kinds = frozenset(asked[k])
+        # The kinds of answer only other parts ask for ("41 million pounds" is for "what did it cost").
+        theirs = set().union(*(a for i, a in enumerate(asked) if i != k)) - kinds
+        # … or a word of the part and the kind of answer it asks for ("112 metres" for "How large is X").
+        pool = [
+            f
+            for f in found
+            if id(f) not in used
+            and (f.terms & distinctive or (kinds and f.terms & own[k] and supplies(f.text, set(kinds))))
+        ]
         home_id = str(home["step_id"]) if home else ""
-        kinds = frozenset(asked_kinds(part))
-        pool.sort(key=lambda f: _rank(f, part_terms | (question if f.placed == home_id else set()), kinds))
+        stress = frozenset(own[k] - others)
+        pool.sort(key=lambda f: _rank(f, part_terms, kinds, home_id, stress))
         limit = MAX_SUMMARY_PER_PART if len(parts) > 1 else 2 * MAX_SUMMARY_PER_PART
         # A part that asks for a kind of answer (a date, a size, money) quotes beyond its best finding
         # only findings of that kind: the rest are left to the parts that ask for them.
@@ -247,7 +296,11 @@ def _answers(payload: dict[str, Any]) -> list[tuple[str, list[Finding]]]:
         picked = (answers or pool)[:limit]
         if len(picked) < limit and not (kinds and answers):
             # Too few findings use the part's words: add the best of those found for the step that asks it.
-            extra = [f for f in found if f.placed == home_id and id(f) not in used and f not in picked]
+            extra = [
+                f
+                for f in found
+                if f.placed == home_id and id(f) not in used and f not in picked and not supplies(f.text, theirs)
+            ]
             picked += sorted(extra, key=lambda f: _rank(f, part_terms | question, kinds))[: limit - len(picked)]
         used.update(id(f) for f in picked)
         out.append((part, picked))
