@@ -681,3 +681,18 @@ def test_each_part_quotes_what_it_alone_asks_about():
     assert "main cause of the 1998 spillway failure" in paragraphs[0] and "steel prices" not in paragraphs[0]
     assert "Colm Reddan" in paragraphs[1]
     assert "41 million pounds" in paragraphs[2]
+
+
+def test_the_summary_states_a_figure_once_and_never_quotes_a_dateline():
+    question = "What did the Brackley repairs cost, and who paid for them?"
+    payload = _answer_payload(
+        question,
+        [
+            "The bill for the Brackley repair work came to £18.6m, the council said.",
+            "The Brackley repairs cost £18.6 million in total.",
+            "Wexcombe Evening Courier, 12 May 2024",
+            "The Brackley repairs were paid for by the regional transport fund.",
+        ],
+    )
+    summary = extractive_section("Executive summary", payload)
+    assert summary.count("18.6") == 1 and "Evening Courier" not in summary

@@ -248,6 +248,14 @@ def test_any_request_gives_a_valid_plan_whose_steps_search_something(question, m
             "What are the main risks facing coastal towns today, and how are councils addressing them?",
             ["What are the main risks facing coastal towns today", "how are councils addressing the main risks"],
         ),
+        (
+            "When did the Kestrel Valley Line open, how long is it, and how was it financed?",
+            [
+                "When did the Kestrel Valley Line open",
+                "how long is the Kestrel Valley Line",
+                "how was the Kestrel Valley Line financed",
+            ],
+        ),
         # A comma before a relative "where"/"which" is not a new part.
         ("How did Lyon, which had no river port, grow?", ["How did Lyon, which had no river port, grow"]),
     ],

@@ -268,6 +268,7 @@ def _answers(payload: dict[str, Any]) -> list[tuple[str, list[Finding]]]:
     # "large" in "How large is X" is how the question asks, not what sources say ("112 metres").
     own = [set(content_terms(part)) - INSTRUCTION_WORDS - ASPECT_WORDS - GENERIC - MEASURE_WORDS for part in parts]
     asked = [asked_kinds(part) for part in parts]
+    stated: set[str] = set()
     for k, part in enumerate(parts):
         part_terms = own[k] | aspect_terms(part)
         # The step that asks this part: its findings rank higher (HOME_WEIGHT).
@@ -292,8 +293,10 @@ def _answers(payload: dict[str, Any]) -> list[tuple[str, list[Finding]]]:
         limit = MAX_SUMMARY_PER_PART if len(parts) > 1 else 2 * MAX_SUMMARY_PER_PART
         # A part that asks for a kind of answer (a date, a size, money) quotes beyond its best finding
         # only findings of that kind: the rest are left to the parts that ask for them.
+        # The same figure in other words ("£18.6m", "£18.6 million") is stated once in the summary.
+        pool = [f for f in pool if not _key_figures(f.text) & stated]
         answers = [f for f in pool if supplies(f.text, set(kinds))] if kinds else pool
-        picked = (answers or pool)[:limit]
+        picked = _distinct(answers or pool, limit)
         if len(picked) < limit and not (kinds and answers):
             # Too few findings use the part's words: add the best of those found for the step that asks it.
             extra = [
@@ -301,9 +304,36 @@ def _answers(payload: dict[str, Any]) -> list[tuple[str, list[Finding]]]:
                 for f in found
                 if f.placed == home_id and id(f) not in used and f not in picked and not supplies(f.text, theirs)
             ]
-            picked += sorted(extra, key=lambda f: _rank(f, part_terms | question, kinds))[: limit - len(picked)]
+            extra = [f for f in extra if not _key_figures(f.text) & stated]
+            ranked = sorted(extra, key=lambda f: _rank(f, part_terms | question, kinds))
+            picked = _distinct(picked + ranked, limit)
         used.update(id(f) for f in picked)
+        stated |= {x for f in picked for x in _key_figures(f.text)}
         out.append((part, picked))
+    return out
+
+
+def _distinct(ranked: list[Finding], limit: int) -> list[Finding]:
+    """The best ``limit`` findings, none repeating a figure of a better one."""
+    picked: list[Finding] = []
+    for f in ranked:
+        if len(picked) < limit and not any(_key_figures(f.text) & _key_figures(g.text) for g in picked):
+            picked.append(f)
+    return picked
+
+
+def _key_figures(text: str) -> set[str]:
+    """The figures that make a finding's fact ("18.6" in "£18.6m" and "£18.6 million"), not years
+    or small counts."""
+    out = set()
+    for raw in _FIGURE.findall(text):
+        figure = raw.rstrip(".,").replace(",", "")
+        try:
+            value = float(figure)
+        except ValueError:
+            continue
+        if value >= 10 and not (figure.isdigit() and 1500 <= value <= 2099):
+            out.add(figure)
     return out
 
 

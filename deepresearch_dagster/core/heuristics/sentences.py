@@ -159,6 +159,9 @@ def has_verb(sentence: str) -> bool:
     # Compound adjectives ("lithium-based", "well-known") are not verbs.
     tokens = [w.lower() for w in words(re.sub(r"\w+(?:-\w+)+", "compound", sentence))]
     for i, w in enumerate(tokens):
+        near = tokens[max(0, i - 1) : i + 2]
+        if w == "may" and any(t.isdigit() for t in near):
+            continue  # the month in a dateline ("Evening Courier, 12 May 2024"), not "may fail"
         if w in _AUX or w in _IRREGULAR:
             return True
         if w.endswith("ed") and len(w) > 4 and i > 0:

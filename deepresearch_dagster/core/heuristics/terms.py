@@ -40,6 +40,7 @@ SUBJECT_LEAD = re.compile(
 PARTICIPLE_END = re.compile(
     r"\s+(?:[a-z]+ed|built|made|done|run|paid|held|sold|led|won|begun|written|known|seen|given|taken)$", re.I
 )
+_DO_LEAD = re.compile(r"^(?:what|how|when|where|why)\s+(?:did|does|do|will|can|could|would|should)\s+", re.IGNORECASE)
 _NP_CUT = re.compile(r"\s+(?:in|of|for|on|at|to|from|with|by|facing|[a-z]+ing)\s", re.IGNORECASE)
 
 
@@ -52,6 +53,11 @@ def antecedent(clause: str) -> str | None:
         return None
     lead = COPULA_LEAD.match(clause) or SUBJECT_LEAD.match(clause)
     if not lead:
+        # "When did the Kestrel Valley Line open": a named subject, then one bare verb.
+        named = _DO_LEAD.match(clause)
+        rest = clause[named.end() :].split() if named else []
+        if len(rest) >= 2 and rest[-1].islower() and rest[-2][:1].isupper():
+            return " ".join(rest[:-1])
         return None
     rest = PARTICIPLE_END.sub("", clause[lead.end() :]).strip()
     words = rest.split()
