@@ -696,3 +696,16 @@ def test_the_summary_states_a_figure_once_and_never_quotes_a_dateline():
     )
     summary = extractive_section("Executive summary", payload)
     assert summary.count("18.6") == 1 and "Evening Courier" not in summary
+
+
+def test_the_same_figure_in_other_words_is_one_finding():
+    payload = _answer_payload(
+        "How many passengers did the Marrow ferry carry in 2023?",
+        [
+            "In 2023 the Marrow ferry carried 412,000 passengers.",
+            "Passenger journeys on the Marrow route reached 412,000 in 2023.",
+            "The Marrow ferry made 412,000 kilometres of sea miles? No: its crew numbered 41.",
+        ],
+    )
+    texts = [f.text for f in findings(payload)]
+    assert sum("412,000" in t and "assenger" in t for t in texts) == 1

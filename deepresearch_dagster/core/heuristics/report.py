@@ -193,9 +193,13 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
             # shares no word with the question ("Director: M. Albrecht; Role: Independent chair").
             if not terms & (question | own) and not (has_fact(sentence) or _is_data_row(sentence)):
                 continue  # off-topic: shares nothing with the question or its step
-            figures = set(_FIGURE.findall(sentence))
+            figures = _figures(sentence)
+            key = _key_figures(sentence)
             twin = next(
-                (f for f in out if _near_duplicate(terms, f.terms) and set(_FIGURE.findall(f.text)) == figures), None
+                (f for f in out if _near_duplicate(terms, f.terms) and _figures(f.text) == figures), None
+            ) or next(
+                (f for f in out if key and _figures(f.text) == figures and _same_subject(terms, f.terms, key)),
+                None,
             )
             if twin is not None:
                 # The same fact in other words: one finding, citations combined — but only when the
@@ -322,12 +326,26 @@ def _distinct(ranked: list[Finding], limit: int) -> list[Finding]:
     return picked
 
 
+def _figures(text: str) -> set[str]:
+    """Every number in ``text`` as written, without the sentence's full stop ("2023." is "2023")."""
+    return {x.rstrip(".,") for x in _FIGURE.findall(text)}
+
+
+def _same_subject(a: set[str], b: set[str], key: set[str]) -> bool:
+    """Two findings with the same figures are one fact when they also share most of the shorter one's
+    words ("carried 412,000 passengers" and "passenger journeys reached 412,000"), not when only
+    the number matches or one adds a detail the other lacks."""
+    words_a, words_b = {t for t in a if t.isalpha()}, {t for t in b if t.isalpha()}
+    shorter = min(words_a, words_b, key=len)
+    return bool(key) and len(words_a & words_b) >= max(1, len(shorter) // 2)
+
+
 def _key_figures(text: str) -> set[str]:
     """The figures that make a finding's fact ("18.6" in "£18.6m" and "£18.6 million"), not years
     or small counts."""
     out = set()
-    for raw in _FIGURE.findall(text):
-        figure = raw.rstrip(".,").replace(",", "")
+    for written in _figures(text):
+        figure = written.replace(",", "")
         try:
             value = float(figure)
         except ValueError:
