@@ -11,11 +11,29 @@ from __future__ import annotations
 
 import re
 
+# "How large / tall / long … is X": the words sources state the answer in.
+MEASURES = {
+    "large": "size length capacity",
+    "big": "size",
+    "tall": "height",
+    "high": "height",
+    "long": "length duration",
+    "deep": "depth",
+    "wide": "width",
+    "heavy": "weight",
+    "old": "age",
+    "fast": "speed",
+    "far": "distance",
+    "often": "frequency",
+}
+HOW_MEASURE = re.compile(rf"\bhow\s+({'|'.join(MEASURES)})\b", re.IGNORECASE)
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*"
 _UNIT = (
     r"(?:km|kilomet(?:re|er)s?|m|met(?:re|er)s?|cm|mm|mi|miles?|ft|feet|foot|in(?:ches)?|yards?|acres?|"
     r"hectares?|ha|sq|square|cubic|litres?|liters?|gallons?|tonnes?|tons?|kg|kilograms?|lb|pounds?|"
-    r"mw|gw|kw|kwh|mwh|gwh|twh|storeys?|stories|floors?|lanes?|seats?|beds?|%|per\s?cent|percent)"
+    r"mw|gw|kw|kwh|mwh|gwh|twh|storeys?|stories|floors?|lanes?|seats?|beds?|%|per\s?cent|percent|"
+    # "how long / often / old": durations and rates
+    r"seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|times)"
 )
 # Each kind: what in a question part asks for it, and what in a sentence supplies it.
 _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
@@ -24,7 +42,7 @@ _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
         re.compile(rf"\b(?:1[5-9]\d\d|20\d\d)s?\b|\b{_MONTH}\b", re.I),
     ),
     "measure": (
-        re.compile(r"\bhow\s+(?:large|big|long|tall|high|deep|wide|heavy|far|fast)\b|\b(?:size|length)\b", re.I),
+        re.compile(rf"{HOW_MEASURE.pattern}|\b(?:size|length)\b", re.I),
         re.compile(rf"\d[\d,.]*\s*(?:-\s*)?{_UNIT}\b", re.I),
     ),
     "money": (

@@ -19,6 +19,7 @@ import re
 from typing import Any
 
 from ..text import content_terms
+from .answer_types import HOW_MEASURE, MEASURES
 from .terms import (
     CLAUSE_SPLIT,
     COPULA_LEAD,
@@ -99,22 +100,6 @@ NOT_NAMES = {
     "be",
     "cite",
 }
-# "How large / tall / long … is X": the words sources state the answer in.
-MEASURES = {
-    "large": "size length capacity",
-    "big": "size",
-    "tall": "height",
-    "high": "height",
-    "long": "length duration",
-    "deep": "depth",
-    "wide": "width",
-    "heavy": "weight",
-    "old": "age",
-    "fast": "speed",
-    "far": "distance",
-    "often": "frequency",
-}
-HOW_MEASURE = re.compile(rf"\bhow\s+({'|'.join(MEASURES)})\b", re.IGNORECASE)
 # Words of the request's wording rather than its topic; they never enter a query.
 REQUEST_WORDS = set(
     content_terms(

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..text import ENDS_SENTENCE, closed, content_terms, is_instruction, split_sentences, words
-from .answer_types import asked_kinds, supplies
+from .answer_types import MEASURES, asked_kinds, supplies
 from .aspects import aspect_terms
-from .planning import MEASURES, enumerated_parts
+from .planning import enumerated_parts
 from .sentences import context_dependent, has_fact, is_fragment
 from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, question_parts, sentence_case
 
