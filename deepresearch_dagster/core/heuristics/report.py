@@ -198,7 +198,7 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
             twin = next(
                 (f for f in out if _near_duplicate(terms, f.terms) and _figures(f.text) == figures), None
             ) or next(
-                (f for f in out if key and _figures(f.text) == figures and _same_subject(terms, f.terms, key)),
+                (f for f in out if key and _figures(f.text) == figures and _same_subject(terms, f.terms)),
                 None,
             )
             if twin is not None:
@@ -295,10 +295,10 @@ def _answers(payload: dict[str, Any]) -> list[tuple[str, list[Finding]]]:
         stress = frozenset(own[k] - others)
         pool.sort(key=lambda f: _rank(f, part_terms, kinds, home_id, stress))
         limit = MAX_SUMMARY_PER_PART if len(parts) > 1 else 2 * MAX_SUMMARY_PER_PART
-        # A part that asks for a kind of answer (a date, a size, money) quotes beyond its best finding
-        # only findings of that kind: the rest are left to the parts that ask for them.
         # The same figure in other words ("£18.6m", "£18.6 million") is stated once in the summary.
         pool = [f for f in pool if not _key_figures(f.text) & stated]
+        # A part that asks for a kind of answer (a date, a size, money) quotes beyond its best finding
+        # only findings of that kind: the rest are left to the parts that ask for them.
         answers = [f for f in pool if supplies(f.text, set(kinds))] if kinds else pool
         picked = _distinct(answers or pool, limit)
         if len(picked) < limit and not (kinds and answers):
@@ -306,9 +306,12 @@ def _answers(payload: dict[str, Any]) -> list[tuple[str, list[Finding]]]:
             extra = [
                 f
                 for f in found
-                if f.placed == home_id and id(f) not in used and f not in picked and not supplies(f.text, theirs)
+                if f.placed == home_id
+                and id(f) not in used
+                and f not in picked
+                and not supplies(f.text, theirs)
+                and not _key_figures(f.text) & stated
             ]
-            extra = [f for f in extra if not _key_figures(f.text) & stated]
             ranked = sorted(extra, key=lambda f: _rank(f, part_terms | question, kinds))
             picked = _distinct(picked + ranked, limit)
         used.update(id(f) for f in picked)
@@ -331,13 +334,13 @@ def _figures(text: str) -> set[str]:
     return {x.rstrip(".,") for x in _FIGURE.findall(text)}
 
 
-def _same_subject(a: set[str], b: set[str], key: set[str]) -> bool:
+def _same_subject(a: set[str], b: set[str]) -> bool:
     """Two findings with the same figures are one fact when they also share most of the shorter one's
     words ("carried 412,000 passengers" and "passenger journeys reached 412,000"), not when only
     the number matches or one adds a detail the other lacks."""
     words_a, words_b = {t for t in a if t.isalpha()}, {t for t in b if t.isalpha()}
     shorter = min(words_a, words_b, key=len)
-    return bool(key) and len(words_a & words_b) >= max(1, len(shorter) // 2)
+    return len(words_a & words_b) >= max(1, len(shorter) // 2)
 
 
 def _key_figures(text: str) -> set[str]:
