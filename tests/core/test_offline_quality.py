@@ -709,3 +709,9 @@ def test_the_same_figure_in_other_words_is_one_finding():
     )
     texts = [f.text for f in findings(payload)]
     assert sum("412,000" in t and "assenger" in t for t in texts) == 1
+
+
+def test_a_figure_about_the_company_is_quoted_but_a_pronoun_still_needs_its_sentence():
+    assert usable("During 2023/24 the company operated 5,842 sailings, giving a punctuality rate of 96.0 percent.")
+    assert not usable("The company said it would think again.")
+    assert not usable("It carried 412,000 passengers.")

@@ -256,6 +256,24 @@ def test_any_request_gives_a_valid_plan_whose_steps_search_something(question, m
                 "how was the Kestrel Valley Line financed",
             ],
         ),
+        (
+            "When did the Ardle Spirit enter service, how much did it cost, and why was it delayed?",
+            [
+                "When did the Ardle Spirit enter service",
+                "how much did the Ardle Spirit cost",
+                "why was the Ardle Spirit delayed",
+            ],
+        ),
+        (
+            "How much will the Port Ardle pier upgrade cost, and who is paying for it?",
+            ["How much will the Port Ardle pier upgrade cost", "who is paying for the Port Ardle pier upgrade"],
+        ),
+        ("When did Acme launch, and what does it sell?", ["When did Acme launch", "what does Acme sell"]),
+        # "it" after "What was X's Y" is X, the thing that has the attribute.
+        (
+            "What was Acme's revenue in 2023, and how many staff did it employ?",
+            ["What was Acme's revenue in 2023", "how many staff did Acme employ"],
+        ),
         # A comma before a relative "where"/"which" is not a new part.
         ("How did Lyon, which had no river port, grow?", ["How did Lyon, which had no river port, grow"]),
     ],

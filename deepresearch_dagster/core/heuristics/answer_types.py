@@ -47,8 +47,8 @@ _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
     ),
     "money": (
         re.compile(
-            r"\b(?:cost|costs|costing|price|prices|priced|fund|funds|funded|funding|financed|financing|paid|"
-            r"pay|budget|spend|spent|how\s+much)\b",
+            r"\b(?:cost|costs|costing|price|prices|priced|fund|funds|funded|funding|finance|finances|financed|"
+            r"financing|paid|pay|pays|paying|budget|spend|spent|how\s+much)\b",
             re.I,
         ),
         re.compile(r"[£$€¥]\s?\d|\d[\d,.]*\s*(?:million|billion|bn|m)?\s*(?:pounds|dollars|euros|usd|gbp|eur)\b", re.I),

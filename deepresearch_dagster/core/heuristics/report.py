@@ -37,6 +37,13 @@ _ASKS = re.compile(
 )
 GENERIC = set(content_terms("report source sources article document study find finding research information"))
 MEASURE_WORDS = set(content_terms(" ".join(MEASURES)))
+# The words sources state who pays in ("Funding comes from three sources: £8.0 million …").
+FUNDING_WORDS = set(
+    content_terms(
+        "fund funding finance financed pay paid cost budget grant loan bond levy charge capital reserve "
+        "investment subsidy contribution"
+    )
+)
 
 
 def extractive_section(heading: str, payload: dict[str, Any]) -> str:
@@ -107,7 +114,9 @@ def usable(sentence: str) -> bool:
         return _is_data_row(s)
     if _is_data_row(s) or _priced_item(s):
         return True
-    return not context_dependent(s) and not is_fragment(s) and not is_instruction(s)
+    # A figure stated about "the company" or "the project" is quoted (the citation names the source);
+    # a pronoun or "these two worlds" still needs the sentence before it.
+    return not context_dependent(s, definite=not has_fact(s)) and not is_fragment(s) and not is_instruction(s)
 
 
 # "Off-Peak membership £46 per month (weekdays before 4pm)": a list item (no full stop) that
@@ -284,12 +293,14 @@ def _answers(payload: dict[str, Any]) -> list[tuple[str, list[Finding]]]:
         kinds = frozenset(asked[k])
         # The kinds of answer only other parts ask for ("41 million pounds" is for "what did it cost").
         theirs = set().union(*(a for i, a in enumerate(asked) if i != k)) - kinds
-        # … or a word of the part and the kind of answer it asks for ("112 metres" for "How large is X").
+        # … or a word of the part (or "funding" for "who is paying") and the kind of answer it asks
+        # for ("112 metres" for "How large is X").
+        answer_terms = own[k] | (FUNDING_WORDS if "money" in kinds else set())
         pool = [
             f
             for f in found
             if id(f) not in used
-            and (f.terms & distinctive or (kinds and f.terms & own[k] and supplies(f.text, set(kinds))))
+            and (f.terms & distinctive or (kinds and f.terms & answer_terms and supplies(f.text, set(kinds))))
         ]
         home_id = str(home["step_id"]) if home else ""
         stress = frozenset(own[k] - others)
@@ -309,7 +320,7 @@ def _answers(payload: dict[str, Any]) -> list[tuple[str, list[Finding]]]:
                 if f.placed == home_id
                 and id(f) not in used
                 and f not in picked
-                and not supplies(f.text, theirs)
+                and (supplies(f.text, set(kinds)) or not supplies(f.text, theirs))
                 and not _key_figures(f.text) & stated
             ]
             ranked = sorted(extra, key=lambda f: _rank(f, part_terms | question, kinds))

@@ -66,7 +66,7 @@ _AUX = frozenset(
     "should isn't aren't wasn't weren't hasn't haven't hadn't don't doesn't didn't can't couldn't won't "
     "wouldn't".split()
 )
-_VERB_STEMS = frozenset(
+VERB_STEMS = frozenset(
     """accept account achieve add draw affect agree aim allow announce appear apply argue arrive ask
     become begin believe belong bring build buy call carry cause change claim close come compare
     consider consist contain continue control cost count create cut decide deliver depend describe
@@ -90,14 +90,18 @@ _IRREGULAR = frozenset(
 _FACT = re.compile(r"\d|%|\$|€|£")
 
 
-def context_dependent(sentence: str) -> bool:
-    """Whether the sentence leans on text before it (anaphora, dangling reference, "is also")."""
+def context_dependent(sentence: str, definite: bool = True) -> bool:
+    """Whether the sentence leans on text before it (anaphora, dangling reference, "is also").
+
+    ``definite=False`` lets a definite description pass ("the company operated 5,842 sailings"):
+    its source, cited beside it, names the company.
+    """
     s = sentence.strip()
     return bool(
         LEADING_ANAPHORA.match(s)
         or any(not _this_verb(m.group(0), m.start()) for m in DANGLING.finditer(s))
         or ALSO_EARLY.match(s)
-        or DEFINITE_REFERENT.match(s)
+        or (definite and DEFINITE_REFERENT.match(s))
         or _early_pronoun(s)
     )
 
@@ -110,7 +114,7 @@ def _this_verb(match: str, start: int) -> bool:
         return False
     word = parts[1]
     stems = {word[:-1], word[:-2], word[:-3] + "y" if word.endswith("ies") else ""}
-    return bool(stems & _VERB_STEMS)
+    return bool(stems & VERB_STEMS)
 
 
 # Words before which a bare verb form is a noun ("the use", "to cost"), and prepositions after
@@ -169,7 +173,7 @@ def has_verb(sentence: str) -> bool:
         if i == 0:
             continue
         prev, nxt = tokens[i - 1], tokens[i + 1] if i + 1 < len(tokens) else ""
-        if w in _VERB_STEMS and prev not in _NOT_SUBJECT and not prev.isdigit():
+        if w in VERB_STEMS and prev not in _NOT_SUBJECT and not prev.isdigit():
             return True  # "they use", "Lanthanum and zirconium also add"
         if (
             prev.endswith("s")
@@ -188,7 +192,7 @@ def has_verb(sentence: str) -> bool:
         ):
             return True  # "heat kills more Americans", "Toyota targets 2027"
         base = w[:-2] if w.endswith("es") else w[:-1] if w.endswith("s") else w
-        if w != base and (base in _VERB_STEMS or w[:-1] in _VERB_STEMS) and prev not in STOPWORDS:
+        if w != base and (base in VERB_STEMS or w[:-1] in VERB_STEMS) and prev not in STOPWORDS:
             if nxt in _PREPOSITIONS:
                 continue  # "efficiency targets for", a plural noun
             return True  # "Toyota targets 2027", not "the targets"

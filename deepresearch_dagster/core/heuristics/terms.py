@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from ..text import STOPWORDS, content_terms
+from .sentences import VERB_STEMS
 
 # Words that describe the task rather than the topic; matching them says nothing about relevance.
 INSTRUCTION_WORDS = set(
@@ -40,7 +41,12 @@ SUBJECT_LEAD = re.compile(
 PARTICIPLE_END = re.compile(
     r"\s+(?:[a-z]+ed|built|made|done|run|paid|held|sold|led|won|begun|written|known|seen|given|taken)$", re.I
 )
-_DO_LEAD = re.compile(r"^(?:what|how|when|where|why)\s+(?:did|does|do|will|can|could|would|should)\s+", re.IGNORECASE)
+_DO_LEAD = re.compile(
+    r"^(?:what|how(?:\s+(?:much|many|long|often))?|when|where|why)\s+(?:did|does|do|will|can|could|would|should)\s+",
+    re.IGNORECASE,
+)
+# "the ferry service's …", "Acme's …", "the Thames Tideway Tunnel's …" (a name, or two plain words)
+_POSSESSOR = re.compile(r"((?:the\s+)?(?:(?:[A-Z][\w-]*\s+)*[A-Z][\w-]*|(?:[a-z][\w-]*\s+)?[a-z][\w-]*))['’]s\s+\w")
 _NP_CUT = re.compile(r"\s+(?:in|of|for|on|at|to|from|with|by|facing|[a-z]+ing)\s", re.IGNORECASE)
 
 
@@ -53,13 +59,18 @@ def antecedent(clause: str) -> str | None:
         return None
     lead = COPULA_LEAD.match(clause) or SUBJECT_LEAD.match(clause)
     if not lead:
-        # "When did the Kestrel Valley Line open": a named subject, then one bare verb.
-        named = _DO_LEAD.match(clause)
-        rest = clause[named.end() :].split() if named else []
-        if len(rest) >= 2 and rest[-1].islower() and rest[-2][:1].isupper():
-            return " ".join(rest[:-1])
-        return None
+        # "When did the Ardle Spirit enter service", "How much will the pier upgrade cost": the
+        # subject runs to the first known verb.
+        asked = _DO_LEAD.match(clause)
+        rest = clause[asked.end() :].split() if asked else []
+        verb = next((i for i, w in enumerate(rest) if i and w.lower() in VERB_STEMS), None)
+        if verb is None and len(rest) >= 2 and rest[-1].islower() and rest[-2][:1].isupper():
+            verb = len(rest) - 1  # "When did Acme launch": a name, then one verb
+        return " ".join(rest[:verb]) if verb else None
     rest = PARTICIPLE_END.sub("", clause[lead.end() :]).strip()
+    possessor = _POSSESSOR.match(rest) if COPULA_LEAD.match(clause) else None
+    if possessor:  # "What was the ferry service's punctuality rate": a later "it" is the service
+        return possessor.group(1)
     words = rest.split()
     if not words or len(words) > 12:
         return None
