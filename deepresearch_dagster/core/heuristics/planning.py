@@ -532,7 +532,8 @@ def _question_plan(question: str, max_steps: int, title: str | None = None) -> d
         clause_terms = list(dict.fromkeys(w for words in measured for w in words.split())) + clause_terms
         query = " ".join(dict.fromkeys(clause_terms + topic_words))
         # Searched alone, a part's generic words ("the main challenges") match every document.
-        own_terms = [w for w in clause_terms if w in topic_terms(clause, drop_aspects=True)] or clause_terms
+        specific = set(topic_terms(clause, drop_aspects=True))
+        own_terms = [w for w in clause_terms if w in specific] or clause_terms
         steps.append(
             (
                 cap_words(sentence_case(clause), 14),

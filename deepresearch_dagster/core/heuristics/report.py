@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..text import ENDS_SENTENCE, closed, content_terms, is_instruction, split_sentences, words
+from ..text import ENDS_SENTENCE, NUMBER, closed, content_terms, is_instruction, split_sentences, words
 from .answer_types import MEASURES, asked_kinds, supplies
 from .aspects import aspect_terms
 from .planning import enumerated_parts
@@ -29,7 +29,6 @@ MAX_SUMMARY_PER_PART = 2
 ANSWER_KIND_WEIGHT = 1.5
 HOME_WEIGHT = 1.0
 _PADDING = re.compile(r"^(?:The source is titled\b|It contains about \d+ words)")
-_FIGURE = re.compile(r"\d[\d,.]*")
 _ASKS = re.compile(
     r"^(?:what|how|why|which|who|whom|whose|when|where|whether|does|do|did|is|are|was|were|can|could|should|"
     r"will|would|has|have|had)\b",
@@ -341,8 +340,8 @@ def _distinct(ranked: list[Finding], limit: int) -> list[Finding]:
 
 
 def _figures(text: str) -> set[str]:
-    """Every number in ``text`` as written, without the sentence's full stop ("2023." is "2023")."""
-    return {x.rstrip(".,") for x in _FIGURE.findall(text)}
+    """Every number in ``text`` as written ("2023." gives "2023")."""
+    return set(NUMBER.findall(text))
 
 
 def _same_subject(a: set[str], b: set[str]) -> bool:
