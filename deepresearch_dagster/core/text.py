@@ -6,6 +6,8 @@ import re
 import unicodedata
 from functools import lru_cache
 
+import Stemmer
+
 _WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?")
 # One token per word-ish run and one per other non-space character: the single local
 # estimate used for raw and injected text alike, so the reduction ratio is comparable.
@@ -39,41 +41,41 @@ _POSSESSIVE = re.compile(r"['’]s$", re.IGNORECASE)
 
 
 def content_terms(text: str) -> list[str]:
-    """Lowercased, crudely stemmed words without stopwords, for lexical scoring ("London's" is "london")."""
+    """Lowercased, stemmed words without stopwords, for lexical scoring ("London's" is "london")."""
     return [t for t in map(_term, words(text)) if t]
+
+
+# "Oct 2024" in a table and "October 2024" in a question are one month.
+_MONTH_ABBREVIATIONS = {
+    "jan": "january",
+    "feb": "february",
+    "mar": "march",
+    "apr": "april",
+    "jun": "june",
+    "jul": "july",
+    "aug": "august",
+    "sep": "september",
+    "sept": "september",
+    "oct": "october",
+    "nov": "november",
+    "dec": "december",
+}
 
 
 @lru_cache(maxsize=65536)
 def _term(word: str) -> str:
     low = _POSSESSIVE.sub("", word.lower())
+    low = _MONTH_ABBREVIATIONS.get(low, low)
     return stem(low) if low not in STOPWORDS and len(low) > 1 else ""
 
 
+_STEMMER = Stemmer.Stemmer("english")
+
+
 def stem(word: str) -> str:
-    for suffix in (
-        "ations",
-        "ation",
-        "ities",
-        "ness",
-        "ments",
-        "ment",
-        "ings",
-        "ing",
-        "ies",
-        "ied",
-        "es",
-        "ed",
-        "ly",
-        "s",
-    ):
-        if suffix == "s" and word.endswith(("ss", "us", "is")):
-            return word  # "address", "status", "analysis" are not plurals
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            if suffix == "es" and not word.endswith(("ses", "xes", "zes", "ches", "shes")):
-                return word[:-1]  # "challenges" → "challenge", like "challenge"; "boxes" → "box"
-            # "batteries" → "battery" and "facilities" → "facility", like their singulars.
-            return word[: -len(suffix)] + {"ies": "y", "ied": "y", "ities": "ity"}.get(suffix, "")
-    return word
+    """Snowball's English stemmer (PyStemmer, as the corpus index uses): "completed" and "completion",
+    "using" and "use" share a stem."""
+    return _STEMMER.stemWord(word)
 
 
 # Abbreviations after which a full stop does not end the sentence. No maintained library serves

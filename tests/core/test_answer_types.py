@@ -39,6 +39,14 @@ def test_the_kind_a_part_asks_for(part, kinds):
         ("The response was led by Chief Superintendent Colm Reddan.", "person"),
         ("The failure was caused by blocked drains.", "cause"),
         ("The slope failed because a culvert was blocked.", "cause"),
+        # "Why was X replaced?": the state that forced it, or what it was for
+        ("In 2016 inspectors rated the old span structurally deficient.", "cause"),
+        ("By 2015 it carried twice its design capacity.", "cause"),
+        ("The delay was attributed to a shortage of cables.", "cause"),
+        ("The weir was raised in order to protect the town from floods.", "cause"),
+        ("The licence was granted seven months after the date assumed.", "measure"),
+        ("Month: TOTAL; heat delivered MWh: 18950; homes connected: 1150", "measure"),
+        ("Month: TOTAL; heat delivered MWh: 18950; homes connected: 1150", "count"),
     ],
 )
 def test_a_sentence_that_supplies_the_kind(sentence, kind):
@@ -52,6 +60,11 @@ def test_a_sentence_that_supplies_the_kind(sentence, kind):
         ("The board approved the plan.", "money"),
         ("The line was very busy.", "measure"),
         ("The slope was steep.", "cause"),
+        ("The new span opened in 2022 with four lanes.", "cause"),
+        # a label's number, a year and money count nothing
+        ("All Phase 1 homes connected: summer 2024.", "count"),
+        ("Route 41 carries most of the traffic.", "count"),
+        ("The final capital cost of Phase 1 is £38.4 million.", "count"),
     ],
 )
 def test_a_sentence_without_the_kind(sentence, kind):
@@ -62,3 +75,16 @@ def test_a_sentence_without_the_kind(sentence, kind):
 def test_any_text_is_read_without_error(text):
     assert asked_kinds(text) <= {"date", "measure", "money", "count", "person", "cause"}
     assert 0 <= supplies(text, asked_kinds(text)) <= len(asked_kinds(text))
+
+
+@pytest.mark.parametrize(
+    "part, kinds",
+    [
+        ("how much heat did the network deliver between October 2024 and March 2025", {"measure"}),
+        ("How much did the upgrade cost", {"money"}),
+        ("How much money was raised", {"money"}),
+        ("By how much did the network exceed its budget", {"money"}),
+    ],
+)
+def test_how_much_asks_for_money_only_when_it_asks_for_no_other_quantity(part, kinds):
+    assert asked_kinds(part) == kinds

@@ -715,3 +715,127 @@ def test_a_figure_about_the_company_is_quoted_but_a_pronoun_still_needs_its_sent
     assert usable("During 2023/24 the company operated 5,842 sailings, giving a punctuality rate of 96.0 percent.")
     assert not usable("The company said it would think again.")
     assert not usable("It carried 412,000 passengers.")
+
+
+def test_a_finding_that_answers_two_parts_answers_both_in_one_paragraph():
+    question = "When did the Kessel Lock reopen, and how many days late was it compared with the contract date?"
+    payload = _answer_payload(
+        question,
+        [
+            "The Kessel Lock reopened on 3 May 2021, 140 days after the contract completion date.",
+            "The original Kessel Lock opened in 1902 with 3 gates.",
+            "Boat traffic through the Kessel Lock reached 2,400 vessels in 2022.",
+        ],
+    )
+    paragraphs = [p for p in extractive_section("Executive summary", payload).split("\n\n") if p.strip()]
+    holding = [p for p in paragraphs if "140 days" in p]
+    assert len(holding) == 1 and "reopen?" in holding[0] and "days late" in holding[0].split("**")[1]
+    assert sum(p.count("140 days") for p in paragraphs) == 1
+
+
+def test_a_timeline_line_and_a_sentence_stating_the_same_date_are_one_finding():
+    payload = _answer_payload(
+        "When did the new Kessel bridge open to traffic?",
+        [
+            "21 November 2022 – New Kessel bridge opens to traffic, 219 days after the contractual completion date.",
+            "The new Kessel bridge opened to traffic on November 21, 2022.",
+            "3 April 2019 – Construction of the Kessel bridge begins (notice to proceed).",
+            "Construction of the Kessel bridge began on 3 April 2019.",
+            "The old Kessel bridge opened on 14 June 1958.",
+        ],
+    )
+    texts = [f.text for f in findings(payload)]
+    assert sum("2022" in t for t in texts) == 1 and "219 days" in next(t for t in texts if "2022" in t)
+    assert sum("2019" in t for t in texts) == 1
+    assert any("1958" in t for t in texts)  # another date of the same bridge is another fact
+
+
+def test_why_is_answered_by_the_state_that_forced_it():
+    question = "Why was the old Tamsin footbridge replaced, and who designed the new one?"
+    payload = _answer_payload(
+        question,
+        [
+            "The old Tamsin footbridge was replaced by a steel span in 2019.",
+            "The old Tamsin footbridge had replaced a ferry crossing in 1890.",
+            "In 2016 inspectors rated the old Tamsin footbridge structurally deficient after finding corroded beams.",
+            "The new footbridge was designed by the architect Mara Lind.",
+        ],
+    )
+    why = extractive_section("Executive summary", payload).split("\n\n")[0]
+    assert "structurally deficient" in why
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "The network was officially opened yesterday by the mayor.",  # a time relative to an unknown date
+        "Last summer the garden grew over 200 kg of vegetables.",
+        "Q: Why did it take so long?",  # a question asks, it states nothing
+        "Please put real Christmas trees out with your garden waste on 8 January.",
+        "To seek Cabinet approval of the business case, and to authorise the joint venture.",  # a purpose
+    ],
+)
+def test_sentences_that_state_no_fact_on_their_own_are_not_quoted(sentence):
+    assert not usable(sentence)
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    ["The network opened last year, in 2024, after a delay.", "To date, 1,150 homes have been connected."],
+)
+def test_a_relative_time_with_its_year_and_a_sentence_opening_with_to_date_are_quoted(sentence):
+    assert usable(sentence)
+
+
+def test_a_documents_outline_number_is_not_quoted():
+    payload = _answer_payload("What did the heat network cost?", ["5.1 The heat network cost £33.5 million."])
+    assert [f.text for f in findings(payload)] == ["The heat network cost £33.5 million."]
+
+
+def test_the_subject_every_part_shares_does_not_outrank_the_parts_own_words():
+    question = "By how much did the Tamsin heat network exceed its approved budget, and what caused the overrun?"
+    payload = _answer_payload(
+        question,
+        [
+            "The Tamsin heat network exceeded expectations: the Tamsin heat network supplies 1,150 homes.",
+            "The outturn cost is £38.4 million against the £33.5 million approved, an increase of £4.9 million.",
+            "Officers blamed the rise on the soaring price of steel pipe after 2021.",
+        ],
+    )
+    first, second = [p for p in extractive_section("Executive summary", payload).split("\n\n") if p.strip()]
+    assert "£4.9 million" in first and "1,150 homes" not in first
+    assert "steel pipe" in second
+
+
+def test_a_compound_like_heat_source_is_the_topic_not_a_question_about_sources():
+    payload = _answer_payload(
+        "What heat source does the Tamsin energy centre use, and how many homes does it serve?",
+        [
+            "The Tamsin energy centre will use its heat sales to repay the Tamsin energy centre loan.",
+            "Water-source heat pumps using the Tamsin estuary supply the Tamsin energy centre.",
+            "The Tamsin energy centre serves 1,150 homes.",
+        ],
+    )
+    first = extractive_section("Executive summary", payload).split("\n\n")[0]
+    assert "Water-source heat pumps" in first.split("[")[0]
+
+
+def test_table_rows_sharing_a_columns_value_are_each_quotable():
+    question = (
+        "How many homes are connected, and how much heat did the network deliver from October 2024 to March 2025?"
+    )
+    payload = _answer_payload(
+        question,
+        [
+            "Month: 2025-01; heat delivered MWh: 4180; buildings connected: 14; homes connected: 1150",
+            "Month: TOTAL Oct 2024-Mar 2025; heat delivered MWh: 18950; buildings connected: 14; homes connected: 1150",
+        ],
+    )
+    summary = extractive_section("Executive summary", payload)
+    assert "18950" in summary
+
+
+def test_word_forms_and_month_abbreviations_share_a_term():
+    from deepresearch_dagster.core.text import content_terms
+
+    assert content_terms("completed Oct using") == content_terms("completion October use")

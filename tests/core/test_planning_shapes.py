@@ -274,6 +274,18 @@ def test_any_request_gives_a_valid_plan_whose_steps_search_something(question, m
             "What was Acme's revenue in 2023, and how many staff did it employ?",
             ["What was Acme's revenue in 2023", "how many staff did Acme employ"],
         ),
+        # The subject of "By how much did X exceed its …", "What heat source does X use", "did X first …"
+        (
+            "By how much did the Tamsin heat network exceed its approved budget, and when did it first deliver heat?",
+            [
+                "By how much did the Tamsin heat network exceed its approved budget",
+                "when did the Tamsin heat network first deliver heat",
+            ],
+        ),
+        (
+            "What heat source does the Tamsin energy centre use, and how much did it cost?",
+            ["What heat source does the Tamsin energy centre use", "how much did the Tamsin energy centre cost"],
+        ),
         # A comma before a relative "where"/"which" is not a new part.
         ("How did Lyon, which had no river port, grow?", ["How did Lyon, which had no river port, grow"]),
     ],
@@ -291,3 +303,11 @@ def test_multi_part_question_plan_has_a_title_and_searches_for_measures():
     assert "height" in tall["queries"][0]  # sources state a height, not "tall"
     # A bare "what" + verb keeps the question's words: no "Caused the …" title.
     assert plan("What caused the 1906 fire in Kingsport?")["plan_title"] == "What caused the 1906 fire in Kingsport"
+
+
+def test_the_topic_of_a_do_question_is_its_subject_not_its_verb():
+    out = plan("By how much did the Tamsin heat network exceed its approved budget, and what caused the overrun?")
+    background = out["steps"][0]
+    assert background["queries"][0] == "tamsin heat network"
+    caused = next(s for s in out["steps"] if s["title"] == "What caused the overrun")
+    assert "overrun" in caused["queries"][1] and "tamsin" not in caused["queries"][1]

@@ -10,6 +10,7 @@ and answers nothing. The report ranks the findings that carry the asked-for kind
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 # "How large / tall / long … is X": the words sources state the answer in.
 MEASURES = {
@@ -35,28 +36,61 @@ _UNIT = (
     # "how long / often / old": durations and rates
     r"seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|times)"
 )
+_NUMBER_WORD = (
+    r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|eighteen|twenty|thirty|forty|"
+    r"fifty|sixty|hundred|several|a\s+few)"
+)
+_WORDED_UNIT = (
+    r"(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|decades?|kilomet(?:re|er)s?|met(?:re|er)s?|miles?|"
+    r"feet|tonnes?|per\s?cent|percent)"
+)
+_AUX_WORD = r"(?:did|does|do|is|was|were|are|will|would|has|have|had|can|could|should)"
+_NOT_QUANTITY = rf"(?:{_AUX_WORD}|money|cash|funding|funds)"
+# Words before a number that labels rather than counts ("Phase 1", "Route 41", "No. 3").
+_LABELS = frozenset(
+    "phase stage step route pier line no number section platform gate unit level version chapter page "
+    "figure table item room block tier zone ward lot round part article clause schedule appendix".split()
+)
+_NUMBER = re.compile(r"\b\d[\d,.]*\b")
+_YEAR_ONLY = re.compile(r"(?:1[5-9]|20)\d\ds?")
+
+
+def _counts(sentence: str) -> bool:
+    """A number that counts something: not a year, an amount of money, a label ("Phase 1") or a
+    name's number ("Route 41")."""
+    for m in _NUMBER.finditer(sentence):
+        if _YEAR_ONLY.fullmatch(m.group(0).rstrip(".,")) or sentence[m.start() - 1 : m.start()] in ("£", "$", "€", "¥"):
+            continue
+        before = sentence[: m.start()].split()
+        prev = before[-1].strip("(.,:;\"'") if before else ""
+        if prev.lower() in _LABELS or (prev[:1].isupper() and len(before) > 1):
+            continue
+        return True
+    return False
+
+
 # Each kind: what in a question part asks for it, and what in a sentence supplies it.
-_KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
+_KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str] | Callable[[str], bool]]] = {
     "date": (
         re.compile(r"\b(?:when|what\s+year|which\s+year|what\s+date|since\s+when|how\s+long\s+ago)\b", re.I),
         re.compile(rf"\b(?:1[5-9]\d\d|20\d\d)s?\b|\b{_MONTH}\b", re.I),
     ),
     "measure": (
-        re.compile(rf"{HOW_MEASURE.pattern}|\b(?:size|length)\b", re.I),
-        re.compile(rf"\d[\d,.]*\s*(?:-\s*)?{_UNIT}\b", re.I),
+        # "How much heat did it deliver": a quantity of something; "how much did it cost" is money.
+        re.compile(rf"{HOW_MEASURE.pattern}|\b(?:size|length)\b|\bhow\s+much\s+(?!{_NOT_QUANTITY}\b)[a-z]+", re.I),
+        # "2,150 square kilometres", or a table column's unit before its value ("heat delivered MWh: 18950")
+        # "seven months", "two years" (a number in words, before a unit no other word is spelled as)
+        re.compile(rf"\d[\d,.]*\s*(?:-\s*)?{_UNIT}\b|\b{_UNIT}\)?:\s*\d|\b{_NUMBER_WORD}[\s-]+{_WORDED_UNIT}\b", re.I),
     ),
     "money": (
         re.compile(
             r"\b(?:cost|costs|costing|price|prices|priced|fund|funds|funded|funding|finance|finances|financed|"
-            r"financing|paid|pay|pays|paying|budget|spend|spent|how\s+much)\b",
+            rf"financing|paid|pay|pays|paying|budget|spend|spent|how\s+much\s+(?:{_AUX_WORD}|money|cash))\b",
             re.I,
         ),
         re.compile(r"[£$€¥]\s?\d|\d[\d,.]*\s*(?:million|billion|bn|m)?\s*(?:pounds|dollars|euros|usd|gbp|eur)\b", re.I),
     ),
-    "count": (
-        re.compile(r"\bhow\s+many\b", re.I),
-        re.compile(r"\b\d[\d,.]*\b"),
-    ),
+    "count": (re.compile(r"\bhow\s+many\b", re.I), _counts),
     "person": (
         re.compile(r"^\s*(?:and\s+)?who(?:m|se)?\b", re.I),
         re.compile(
@@ -74,7 +108,11 @@ _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
         re.compile(
             r"\b(?:because|due\s+to|caused\s+by|causes?\s+of|causes|owing\s+to|as\s+a\s+result|resulted|"
             r"results?\s+from|led\s+to|leads\s+to|triggered|blamed|responsible\s+for|driven\s+by|"
-            r"reasons?\s+(?:for|was|is|were))\b",
+            r"reasons?\s+(?:for|was|is|were)|attributed\s+to|stemm(?:ed|ing)\s+from|prompted|in\s+response\s+to|"
+            # "Why was X replaced / closed / built": the state that forced it, or the aim it served.
+            r"deficient|deteriorat\w*|unsafe|corro(?:sion|ded)|inadequate|insufficient|obsolete|outdated|"
+            r"over\s+capacity|beyond\s+its\s+design|design\s+capacity|shortages?|contaminat\w*|"
+            r"in\s+order\s+to|so\s+that|aim(?:ed|s)?\s+to|intended\s+to)\b",
             re.I,
         ),
     ),
@@ -88,4 +126,8 @@ def asked_kinds(part: str) -> set[str]:
 
 def supplies(sentence: str, kinds: set[str]) -> int:
     """How many of ``kinds`` the sentence supplies."""
-    return sum(1 for kind in kinds if _KINDS[kind][1].search(sentence))
+    return sum(1 for kind in kinds if _supplied(_KINDS[kind][1], sentence))
+
+
+def _supplied(answer: re.Pattern[str] | Callable[[str], bool], sentence: str) -> bool:
+    return bool(answer.search(sentence)) if isinstance(answer, re.Pattern) else answer(sentence)

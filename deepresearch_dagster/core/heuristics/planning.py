@@ -24,9 +24,11 @@ from .terms import (
     CLAUSE_SPLIT,
     COPULA_LEAD,
     DEFINITIONAL,
+    DO_LEAD,
     PARTICIPLE_END,
     QUESTION_LEAD,
     SUBJECT_LEAD,
+    antecedent,
     cap_words,
     question_parts,
     sentence_case,
@@ -510,8 +512,12 @@ def _entity_steps(entity: str, max_steps: int, title: str, focus: str | None = N
 def _question_plan(question: str, max_steps: int, title: str | None = None) -> dict[str, Any]:
     """Background, one step per sub-question, limitations/outlook."""
     clauses = question_parts(question)
+    # "By how much did the Kestrel Bay heat network exceed …": the topic is the subject, not its verb.
+    subject = antecedent(clauses[0]) if clauses and DO_LEAD.match(clauses[0]) else None
     topic_words = (
-        topic_terms(clauses[0] if clauses else question, drop_aspects=True) or topic_terms(question) or ["the question"]
+        topic_terms(subject or (clauses[0] if clauses else question), drop_aspects=True)
+        or topic_terms(question)
+        or ["the question"]
     )
     topic_words = [w for w in topic_words if not set(content_terms(w)) <= REQUEST_WORDS] or topic_words
     topic = " ".join(topic_words[:6])
@@ -533,13 +539,14 @@ def _question_plan(question: str, max_steps: int, title: str | None = None) -> d
         query = " ".join(dict.fromkeys(clause_terms + topic_words))
         # Searched alone, a part's generic words ("the main challenges") match every document.
         specific = set(topic_terms(clause, drop_aspects=True))
-        own_terms = [w for w in clause_terms if w in specific] or clause_terms
+        # … and the topic's own words are in every query already.
+        own_terms = [w for w in clause_terms if w in specific and w not in topic_words] or clause_terms
         steps.append(
             (
                 cap_words(sentence_case(clause), 14),
                 f"Answer the sub-question '{clause}?' about {topic}. Search for '{query}' "
                 "and extract concrete facts, figures, dates and named examples.",
-                [query, " ".join(own_terms) or topic, f"{topic} {' '.join(clause_terms[:3])} examples"],
+                [query, " ".join(own_terms) or topic, f"{topic} {' '.join(own_terms[:3])} examples"],
             )
         )
     if len(steps) < max_steps:

@@ -9,16 +9,17 @@ summary answers the question's parts in the question's order with the best-suppo
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..text import ENDS_SENTENCE, NUMBER, closed, content_terms, is_instruction, split_sentences, words
+from ..text import ENDS_SENTENCE, NUMBER, STOPWORDS, closed, content_terms, is_instruction, split_sentences, words
 from .answer_types import MEASURES, asked_kinds, supplies
 from .aspects import aspect_terms
 from .planning import enumerated_parts
 from .sentences import context_dependent, has_fact, is_fragment
-from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, question_parts, sentence_case
+from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, antecedent, question_parts, sentence_case
 
 REPORT_SECTIONS = ("Executive summary", "Key findings", "Analysis", "Limitations", "Suggested next steps")
 CORROBORATED_INTRO = "These findings are stated by two or more independent sources:"
@@ -30,19 +31,41 @@ ANSWER_KIND_WEIGHT = 1.5
 HOME_WEIGHT = 1.0
 _PADDING = re.compile(r"^(?:The source is titled\b|It contains about \d+ words)")
 _ASKS = re.compile(
-    r"^(?:what|how|why|which|who|whom|whose|when|where|whether|does|do|did|is|are|was|were|can|could|should|"
+    r"^(?:(?:by|in|at|for|from|to|on|with|of|since|until)\s+)?(?:what|how|why|which|who|whom|whose|when|where|whether|does|do|did|is|are|was|were|can|could|should|"
     r"will|would|has|have|had)\b",
     re.IGNORECASE,
 )
-GENERIC = set(content_terms("report source sources article document study find finding research information"))
-MEASURE_WORDS = set(content_terms(" ".join(MEASURES)))
-# The words sources state who pays in ("Funding comes from three sources: £8.0 million …").
-FUNDING_WORDS = set(
-    content_terms(
-        "fund funding finance financed pay paid cost budget grant loan bond levy charge capital reserve "
-        "investment subsidy contribution"
-    )
+_MONTH_NAME = (
+    r"jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|"
+    r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?"
 )
+# Words that ask about the documents ("what do sources say"), not the topic; in a compound
+# ("heat source", "water-source heat pumps", "impact study") they are the topic's own.
+GENERIC = set(content_terms("report source sources article document study find finding research information"))
+# … but not after words that qualify the documents themselves ("independent sources", "recent study").
+_ASK_WORDS = frozenset(
+    "what which whose say says said cite cited other independent reliable multiple different primary secondary "
+    "credible recent new latest official original".split()
+)
+_GENERIC_COMPOUND = re.compile(
+    r"\b([a-z]+)[\s-]+(report|source|sources|article|document|study|finding|research|information)\b", re.I
+)
+
+
+def topic_words(text: str) -> set[str]:
+    """``text``'s content words without task words and words that ask about the documents."""
+    compounds = {
+        m.group(2) for m in _GENERIC_COMPOUND.finditer(text) if m.group(1).lower() not in STOPWORDS | _ASK_WORDS
+    }
+    return set(content_terms(text)) - INSTRUCTION_WORDS - (GENERIC - set(content_terms(" ".join(compounds))))
+
+
+# "large" in "How large is X", "much" in "How much heat": how the question asks, not what it asks about.
+MEASURE_WORDS = set(content_terms(" ".join(MEASURES) + " much many"))
+# The words that say a sentence gives a cause ("due", "because"), not what it is the cause of.
+CAUSE_WORDS = aspect_terms("cause")
+# The words sources state who pays in ("Funding comes from three sources: £8.0 million …").
+FUNDING_WORDS = aspect_terms("funding") | set(content_terms("cost budget capital reserve charge"))
 
 
 def extractive_section(heading: str, payload: dict[str, Any]) -> str:
@@ -104,10 +127,37 @@ def _title_like(text: str) -> bool:
     return len(longer) >= 4 and sum(w[0].isupper() for w in longer) >= 0.8 * len(longer)
 
 
+# A time said relative to when the document was written ("opened yesterday", "last month"): read
+# without the document's date it states a wrong or no time, unless the sentence also has a year.
+_RELATIVE_TIME = re.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|(?:this|last|next)\s+(?:morning|afternoon|evening|night|week|"
+    r"weekend|month|year|spring|summer|autumn|fall|winter|season)|(?:a|one|two|three)\s+(?:days?|weeks?|months?)"
+    r"\s+ago|recently|earlier\s+this\s+\w+)\b",
+    re.IGNORECASE,
+)
+_YEAR = re.compile(r"\b(?:1[5-9]|20)\d\d\b")
+_PURPOSE = re.compile(r"^To\s+[a-z]+\b")
+_MAIN_CLAUSE = re.compile(r",\s+(?!(?:and\s+|or\s+)?to\b)")
+# A document's outline number before a sentence ("5.1 The capital cost …"): layout, not content.
+_OUTLINE_NUMBER = re.compile(r"^\d+\.(?:\d+\.?)*\s+(?=[A-Z])")
+
+
+def without_outline_number(sentence: str) -> str:
+    return _OUTLINE_NUMBER.sub("", sentence, count=1)
+
+
 def usable(sentence: str) -> bool:
     """Whether a sentence can be quoted on its own in a report."""
     s = sentence.strip()
     if _title_like(s) and not _is_data_row(s):
+        return False
+    # A question ("Q: Why did it take so long?") asks; a request to readers ("Please put …") asks too.
+    if s.endswith("?") or s.lower().startswith("please "):
+        return False
+    if _RELATIVE_TIME.search(s) and not _YEAR.search(s):
+        return False
+    # "To seek approval of X, to approve Y, and to authorise Z.": a report's purpose, no clause.
+    if _PURPOSE.match(s) and not _MAIN_CLAUSE.search(s):
         return False
     if not s or len(words(s)) > MAX_FINDING_WORDS or s.endswith(":") or not (s[:1].isupper() or s[:1].isdigit()):
         return _is_data_row(s)
@@ -140,18 +190,20 @@ def _overlap(a: set[str], b: set[str]) -> float:
 
 
 def _near_duplicate(a: set[str], b: set[str]) -> bool:
+    """The same sentence in other words: most of the words of both (not only the shorter one's, which
+    in a corpus about one thing are often just its name: "the Tamsin energy centre")."""
     shared = a & b
-    return len(shared) >= 4 and len(shared) / max(1, min(len(a), len(b))) >= 0.6
+    return len(shared) >= 4 and len(shared) / max(1, len(a), len(b)) >= 0.6
 
 
 def _question_terms(question: str) -> set[str]:
-    return set(content_terms(question)) - INSTRUCTION_WORDS - ASPECT_WORDS - GENERIC
+    return topic_words(question) - ASPECT_WORDS
 
 
 def _step_terms(step: dict[str, Any], common: set[str]) -> set[str]:
     """A step's own topic: its title and description, without the words every step shares."""
     text = f"{step['title']} {step.get('description', '')}"
-    return (set(content_terms(text)) - INSTRUCTION_WORDS - GENERIC - common) | aspect_terms(step["title"])
+    return (topic_words(text) - common) | aspect_terms(step["title"])
 
 
 def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> dict[str, dict[str, str]]:
@@ -188,7 +240,7 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
     for src in payload["sources"]:
         before = payload.get("preceding", {}).get(str(src.get("artifact_file") or ""), {})
         for sentence in [*split_sentences(src["summary"]), *src["extraction"]]:
-            sentence = without_references(" ".join(sentence.split()))
+            sentence = without_outline_number(without_references(" ".join(sentence.split())))
             order += 1
             lead = before.get(sentence)
             if lead and context_dependent(sentence) and not context_dependent(lead) and usable(f"{lead} {sentence}"):
@@ -217,15 +269,21 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
                     twin.twins.append(sentence)
                 continue
             out.append(Finding(sentence, terms, [src["n"]], str(src["step_id"]), order))
-    # A sentence also quoted with the one before it ("X opened in 1968." and "X opened in 1968. At
-    # 112 metres it …") is one finding: the longer, with both citations.
+    # A finding another one holds is one finding, the fuller: a sentence also quoted with the one
+    # before it ("X opened in 1968." and "X opened in 1968. At 112 metres it …"), or the same dated
+    # or figured fact with a detail added ("The bridge opened on 21 November 2022." and "21 November
+    # 2022 – New bridge opens, 219 days late.").
     kept: list[Finding] = []
-    for f in sorted(out, key=lambda f: -len(f.text)):
-        longer = next((g for g in kept if f.text in g.text), None)
-        if longer is None:
+    for f in sorted(out, key=lambda f: (-len(_figures(f.text)), -len(f.text))):
+        fuller = next((g for g in kept if _holds(g, f)), None)
+        if fuller is None:
             kept.append(f)
-        else:
-            longer.cites += [n for n in f.cites if n not in longer.cites]
+        # Its citations join only where the fuller wording verifies against their sources too: the
+        # same words, or most of them and no figure the other source lacks.
+        elif f.text in fuller.text or (
+            _figures(fuller.text) == _figures(f.text) and _overlap(fuller.terms, f.terms) >= 0.6
+        ):
+            fuller.cites += [n for n in f.cites if n not in fuller.cites]
     out = [f for f in out if any(f is g for g in kept)]
     for f in out:
         scores = {sid: len(f.terms & t) for sid, t in step_terms.items()}
@@ -236,16 +294,46 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
     return out
 
 
+def _holds(g: Finding, f: Finding) -> bool:
+    """Whether ``g`` states all that ``f`` does: ``f``'s words, or its key figures and all its numbers
+    about the same subject."""
+    if f.text in g.text:
+        return True
+    key = _key_figures(f.text)
+    return (
+        bool(key)
+        and key <= _key_figures(g.text)
+        and _figures(f.text) <= _figures(g.text)
+        and _same_subject(f.terms, g.terms)
+    )
+
+
+def term_weights(found: list[Finding]) -> dict[str, float]:
+    """How much sharing each word says, from 0.5 (a word in every finding: the research's own topic,
+    "Kestrel Bay heat network") to 2 (a word in one: "outturn"); an inverse document frequency over
+    the findings, scaled so that a word in about a third of them weighs 1."""
+    df: dict[str, int] = {}
+    for f in found:
+        for t in f.terms:
+            df[t] = df.get(t, 0) + 1
+    n = len(found)
+    scale = math.log(n + 1) or 1.0
+    return {t: 0.5 + 1.5 * math.log((n + 1) / k) / scale for t, k in df.items()}
+
+
 def _rank(
     f: Finding,
     terms: set[str],
     kinds: frozenset[str] = frozenset(),
     home: str = "",
     stress: frozenset[str] = frozenset(),
+    weights: dict[str, float] | None = None,
 ) -> tuple[float, int]:
-    score = len(f.terms & terms) + 0.5 * (len(f.cites) - 1) + (0.3 if has_fact(f.text) else 0.0)
+    weight = weights or {}
+    score = sum(weight.get(t, 1.0) for t in f.terms & terms)
+    score += 0.5 * (len(f.cites) - 1) + (0.3 if has_fact(f.text) else 0.0)
     # The words only this part of the question uses ("built" in "When was X built") count twice.
-    score += len(f.terms & stress)
+    score += sum(weight.get(t, 1.0) for t in f.terms & stress)
     # Placed under the step that asks the part.
     score += HOME_WEIGHT if home and f.placed == home else 0.0
     # A sentence with the kind of answer the part asks for (a date for "when", money for "cost"),
@@ -264,52 +352,85 @@ def _parts(question: str) -> list[str]:
     return question_parts(question) or [question.strip()]
 
 
-def _answers(payload: dict[str, Any]) -> list[tuple[str, list[Finding]]]:
-    """Each part of the question with the findings that answer it best, in the question's order."""
+def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
+    """Each part of the question with the findings that answer it best, in the question's order;
+    parts whose best answer is one finding share a paragraph."""
     found = findings(payload)
+    weights = term_weights(found)
     question = _question_terms(payload["question"])
     steps = _all_steps(payload["plan"])
     used: set[int] = set()
-    out: list[tuple[str, list[Finding]]] = []
+    out: list[tuple[list[str], list[Finding]]] = []
     parts = _parts(payload["question"])
     listed = enumerated_parts(str(payload["question"])) is not None
     if (listed or (len(parts) == 1 and len(words(parts[0])) > 15)) and len(payload["plan"]["steps"]) > 1:
         # A request that lists its parts ("(1) … (2) …", a bullet list), or one long request:
         # the plan's steps are its parts, titled briefly.
         parts = [str(s["title"]) for s in payload["plan"]["steps"]]
+    # What each part asks, without the words its "it" or "them" stands for ("how are manufacturers
+    # addressing them" asks how, not about "the main challenges").
+    unresolved = question_parts(str(payload["question"]), resolve=False)
+    unresolved = unresolved if len(unresolved) == len(parts) else parts
     # "large" in "How large is X" is how the question asks, not what sources say ("112 metres").
-    own = [set(content_terms(part)) - INSTRUCTION_WORDS - ASPECT_WORDS - GENERIC - MEASURE_WORDS for part in parts]
+    own = [topic_words(part) - ASPECT_WORDS - MEASURE_WORDS for part in parts]
+    # What the question is about ("the Kestrel Bay heat network" in "By how much did the Kestrel Bay
+    # heat network exceed …") is every part's subject, named or not: never a part's own word.
+    subject = set(content_terms(antecedent(parts[0]) or "")) if parts else set()
     asked = [asked_kinds(part) for part in parts]
     stated: set[str] = set()
     for k, part in enumerate(parts):
-        part_terms = own[k] | aspect_terms(part)
+        aspects = aspect_terms(unresolved[k])
+        part_terms = own[k] | aspects
         # The step that asks this part: its findings rank higher (HOME_WEIGHT).
         home = max(steps, key=lambda s: len(part_terms & set(content_terms(s["title"]))), default=None)
         # Candidates share a word that this part asks about and the others do not (the
         # expansion of "caused" into "because", "due" only ranks them).
-        others = set().union(*(terms for i, terms in enumerate(own) if i != k))
+        others = set().union(subject, *(terms for i, terms in enumerate(own) if i != k))
         distinctive = own[k] - others or own[k] or part_terms
         kinds = frozenset(asked[k])
         # The kinds of answer only other parts ask for ("41 million pounds" is for "what did it cost").
         theirs = set().union(*(a for i, a in enumerate(asked) if i != k)) - kinds
         # … or a word of the part (or "funding" for "who is paying") and the kind of answer it asks
         # for ("112 metres" for "How large is X").
-        answer_terms = own[k] | (FUNDING_WORDS if "money" in kinds else set())
+        answer_terms = (part_terms - CAUSE_WORDS) | (FUNDING_WORDS if "money" in kinds else set())
         pool = [
             f
             for f in found
-            if id(f) not in used
-            and (f.terms & distinctive or (kinds and f.terms & answer_terms and supplies(f.text, set(kinds))))
+            if f.terms & distinctive or (kinds and f.terms & answer_terms and supplies(f.text, set(kinds)))
         ]
         home_id = str(home["step_id"]) if home else ""
         stress = frozenset(own[k] - others)
-        pool.sort(key=lambda f: _rank(f, part_terms, kinds, home_id, stress))
+        pool.sort(key=lambda f: _rank(f, part_terms, kinds, home_id, stress, weights))
         limit = MAX_SUMMARY_PER_PART if len(parts) > 1 else 2 * MAX_SUMMARY_PER_PART
         # The same figure in other words ("£18.6m", "£18.6 million") is stated once in the summary.
-        pool = [f for f in pool if not _key_figures(f.text) & stated]
+        pool = [f for f in pool if id(f) in used or not _repeats(f, stated)]
         # A part that asks for a kind of answer (a date, a size, money) quotes beyond its best finding
         # only findings of that kind: the rest are left to the parts that ask for them.
-        answers = [f for f in pool if supplies(f.text, set(kinds))] if kinds else pool
+        # A part asking for an aspect ("the main challenges", "how are they addressing them") is
+        # answered by sentences about that aspect (a problem, a plan), not by any sentence that
+        # names the topic.
+        answers = (
+            [f for f in pool if supplies(f.text, set(kinds))]
+            if kinds
+            else [f for f in pool if f.terms & aspects]
+            if aspects
+            else pool
+        )
+        best = (answers or pool)[:1]
+        # The best answer to this part already answers an earlier one ("It opened on 21 November
+        # 2022, 219 days after the contract date"): the two parts share that paragraph.
+        shared = next(
+            (
+                i
+                for i, (_, quoted) in enumerate(out)
+                if best and kinds and supplies(best[0].text, set(kinds)) and any(f is best[0] for f in quoted)
+            ),
+            None,
+        )
+        pool = [f for f in pool if id(f) not in used]
+        answers = [f for f in answers if id(f) not in used]
+        if shared is not None:
+            limit = 0  # answered there; more quotes would only be this part's weaker candidates
         picked = _distinct(answers or pool, limit)
         if len(picked) < limit and not (kinds and answers):
             # Too few findings use the part's words: add the best of those found for the step that asks it.
@@ -320,13 +441,16 @@ def _answers(payload: dict[str, Any]) -> list[tuple[str, list[Finding]]]:
                 and id(f) not in used
                 and f not in picked
                 and (supplies(f.text, set(kinds)) or not supplies(f.text, theirs))
-                and not _key_figures(f.text) & stated
+                and not _repeats(f, stated)
             ]
-            ranked = sorted(extra, key=lambda f: _rank(f, part_terms | question, kinds))
+            ranked = sorted(extra, key=lambda f: _rank(f, part_terms | question, kinds, weights=weights))
             picked = _distinct(picked + ranked, limit)
         used.update(id(f) for f in picked)
         stated |= {x for f in picked for x in _key_figures(f.text)}
-        out.append((part, picked))
+        if shared is None:
+            out.append(([part], picked))
+        else:
+            out[shared] = ([*out[shared][0], part], out[shared][1] + picked)
     return out
 
 
@@ -334,9 +458,18 @@ def _distinct(ranked: list[Finding], limit: int) -> list[Finding]:
     """The best ``limit`` findings, none repeating a figure of a better one."""
     picked: list[Finding] = []
     for f in ranked:
-        if len(picked) < limit and not any(_key_figures(f.text) & _key_figures(g.text) for g in picked):
+        if len(picked) < limit and not any(_repeats(f, _key_figures(g.text)) for g in picked):
             picked.append(f)
     return picked
+
+
+def _repeats(f: Finding, stated: set[str]) -> bool:
+    """Whether ``f`` mostly restates figures already stated ("£18.6m" after "£18.6 million"); a
+    table row sharing a column's value or two with another row ("homes connected: 1150") does not."""
+    key = _key_figures(f.text)
+    if not key:
+        return False
+    return key <= stated if _is_data_row(f.text) else 2 * len(key & stated) >= len(key)
 
 
 def _figures(text: str) -> set[str]:
@@ -353,11 +486,20 @@ def _same_subject(a: set[str], b: set[str]) -> bool:
     return len(words_a & words_b) >= max(1, len(shorter) // 2)
 
 
+# A day-month-year date ("21 November 2022", "November 21, 2022"): a fact on its own, where the
+# year alone is not.
+_FULL_DATE = re.compile(
+    r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(" + _MONTH_NAME + r")\.?,?\s+(\d{4})\b|"
+    r"\b(" + _MONTH_NAME + r")\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\b",
+    re.IGNORECASE,
+)
+
+
 def _key_figures(text: str) -> set[str]:
-    """The figures that make a finding's fact ("18.6" in "£18.6m" and "£18.6 million"), not years
-    or small counts."""
-    out = set()
-    for written in _figures(text):
+    """The figures that make a finding's fact ("18.6" in "£18.6m" and "£18.6 million"; "21 November
+    2022" and "November 21, 2022" alike), not years or small counts."""
+    out = {f"{int(m[1] or m[5])} {(m[2] or m[4])[:3].lower()} {m[3] or m[6]}" for m in _FULL_DATE.finditer(text)}
+    for written in _figures(_FULL_DATE.sub(" ", text)):  # a date's day is no figure of its own
         figure = written.replace(",", "")
         try:
             value = float(figure)
@@ -373,12 +515,12 @@ def _exec_summary(payload: dict[str, Any]) -> str:
     if not found:
         return "The research found no useful sources."
     paragraphs: list[str] = []
-    for part, picked in _answers(payload):
+    for asked, picked in _answers(payload):
         if not picked:
             continue
         # The part itself as the paragraph's lead: "What did the tunnel cost?" reads; a lead with its
         # question words cut ("Large is the tunnel") does not.
-        lead = sentence_case(part) + ("?" if _ASKS.match(part) else ".")
+        lead = " ".join(sentence_case(part) + ("?" if _ASKS.match(part) else ".") for part in asked)
         # Run together in a paragraph, a data row needs its full stop to stay a sentence of its own.
         paragraphs.append(f"**{lead}** " + " ".join(f"{closed(f.text)} {f.cited}" for f in picked))
     if not paragraphs:
@@ -430,7 +572,7 @@ def _limitations(payload: dict[str, Any]) -> str:
     steps = [s for s in payload["plan"]["steps"]]
     # A step none of whose findings stayed under it, unless the executive summary answers its
     # part from findings placed elsewhere (it would then deny what the summary says).
-    answered = [set(content_terms(part)) for part, picked in _answers(payload) if picked] if found else []
+    answered = [set(content_terms(p)) for asked, picked in _answers(payload) if picked for p in asked] if found else []
     empty = [
         s["title"]
         for s in steps

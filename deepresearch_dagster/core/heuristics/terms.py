@@ -41,10 +41,15 @@ SUBJECT_LEAD = re.compile(
 PARTICIPLE_END = re.compile(
     r"\s+(?:[a-z]+ed|built|made|done|run|paid|held|sold|led|won|begun|written|known|seen|given|taken)$", re.I
 )
-_DO_LEAD = re.compile(
-    r"^(?:what|how(?:\s+(?:much|many|long|often))?|when|where|why)\s+(?:did|does|do|will|can|could|would|should)\s+",
+# "When did …", "By how much did …", "What heat source does …": a question whose subject follows its
+# auxiliary.
+DO_LEAD = re.compile(
+    r"^(?:(?:by|in|at|for|from|to|since|until)\s+)?(?:what(?:\s+[a-z]+){0,2}|which(?:\s+[a-z]+){0,2}|"
+    r"how(?:\s+(?:much|many|long|often))?|when|where|why)\s+(?:did|does|do|will|can|could|would|should)\s+",
     re.IGNORECASE,
 )
+# Adverbs between a subject and its verb ("the network first deliver", "the plant originally cost").
+_ADVERB = re.compile(r"^(?:first|ever|still|also|actually|finally|eventually|really|[a-z]+ly)$", re.IGNORECASE)
 # "the ferry service's …", "Acme's …", "the Thames Tideway Tunnel's …" (a name, or two plain words)
 _POSSESSOR = re.compile(r"((?:the\s+)?(?:(?:[A-Z][\w-]*\s+)*[A-Z][\w-]*|(?:[a-z][\w-]*\s+)?[a-z][\w-]*))['’]s\s+\w")
 _NP_CUT = re.compile(r"\s+(?:in|of|for|on|at|to|from|with|by|facing|[a-z]+ing)\s", re.IGNORECASE)
@@ -55,18 +60,22 @@ def antecedent(clause: str) -> str | None:
     Tunnel" in "When was the Thames Tideway Tunnel built", "London's sewer response" in "who designed
     London's sewer response". None for shapes whose subject cannot be told from its verb."""
     clause = clause.strip(" ,.?;:")
-    if _PRONOUN.search(clause):
-        return None
     lead = COPULA_LEAD.match(clause) or SUBJECT_LEAD.match(clause)
+    if _PRONOUN.search(clause) and (lead or not DO_LEAD.match(clause)):
+        return None
     if not lead:
         # "When did the Ardle Spirit enter service", "How much will the pier upgrade cost": the
         # subject runs to the first known verb.
-        asked = _DO_LEAD.match(clause)
+        asked = DO_LEAD.match(clause)
         rest = clause[asked.end() :].split() if asked else []
         verb = next((i for i, w in enumerate(rest) if i and w.lower() in VERB_STEMS), None)
         if verb is None and len(rest) >= 2 and rest[-1].islower() and rest[-2][:1].isupper():
             verb = len(rest) - 1  # "When did Acme launch": a name, then one verb
-        return " ".join(rest[:verb]) if verb else None
+        while verb and verb > 1 and _ADVERB.match(rest[verb - 1]):
+            verb -= 1
+        # "By how much did the network exceed its budget": "its" after the verb is the subject's own.
+        subject = " ".join(rest[:verb]) if verb else ""
+        return subject if subject and not _PRONOUN.search(subject) else None
     rest = PARTICIPLE_END.sub("", clause[lead.end() :]).strip()
     possessor = _POSSESSOR.match(rest) if COPULA_LEAD.match(clause) else None
     if possessor:  # "What was the ferry service's punctuality rate": a later "it" is the service
@@ -80,15 +89,15 @@ def antecedent(clause: str) -> str | None:
     return rest
 
 
-def question_parts(question: str) -> list[str]:
+def question_parts(question: str, resolve: bool = True) -> list[str]:
     """The question's parts in its order, each readable alone: "When was the Tunnel built, how large is
     it, and how is it funded?" → "When was the Tunnel built", "how large is the Tunnel", "how is the
-    Tunnel funded" (a part's "it"/"them" is the nearest earlier part's subject)."""
+    Tunnel funded" (a part's "it"/"them" is the nearest earlier part's subject, unless not ``resolve``)."""
     parts = [c.strip(" ,.?;:") for c in CLAUSE_SPLIT.split(" ".join(question.split())) if c and c.strip(" ,.?;:")]
     out: list[str] = []
     subject: str | None = None
     for part in parts:
-        if subject and out:
+        if subject and out and resolve:
             part = _PRONOUN.sub(lambda m, s=subject: f"{s}'s" if m.group(1) else s, part)
         out.append(part)
         subject = antecedent(part) or subject
