@@ -105,8 +105,11 @@ def _abbreviation_before(piece: str, following: str) -> bool:
         return False
     word = match.group(1)
     low = word.lower()
+    nxt = following.split()[0] if following.split() else ""
     if low in _ALWAYS:
-        return True
+        # "… to Harrowgate Civils Ltd. The contract …": a name's last word ends the sentence when
+        # a function word opens the next ("Dr. Smith", "Acme Ltd. announced" do not).
+        return not (nxt[:1].isupper() and nxt.strip(".,;:'’\"").lower() in STOPWORDS)
     if low in _BEFORE_NUMBER and following[:1].isdigit():
         return True
     if len(word) == 1 and word.isupper():
@@ -116,7 +119,6 @@ def _abbreviation_before(piece: str, following: str) -> bool:
         before = piece[: match.start()].split()
         if not before or before[-1][:1].isupper() or _INITIAL.match(following):
             return True
-        nxt = following.split()[0] if following.split() else ""
         return nxt[:1].isupper() and nxt.strip(".,;:'’\"").lower() not in STOPWORDS
     return False
 

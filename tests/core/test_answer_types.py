@@ -37,6 +37,8 @@ def test_the_kind_a_part_asks_for(part, kinds):
         ("Repairs cost 41 million pounds.", "money"),
         ("The inquiry is led by Dr Helen Okafor.", "person"),
         ("The response was led by Chief Superintendent Colm Reddan.", "person"),
+        ("The dredging was carried out by Nordhaven Dredging BV.", "person"),  # an organisation
+        ("The work went to Harrowgate Civils Ltd in October.", "person"),
         ("The failure was caused by blocked drains.", "cause"),
         ("The slope failed because a culvert was blocked.", "cause"),
         # "Why was X replaced?": the state that forced it, or what it was for

@@ -55,6 +55,11 @@ from tests.conftest import FIXTURES
         ),
         ("“They work in the cold.” Next one.", ["“They work in the cold.”", "Next one."]),
         ("It cost 3.5 million dollars. No. It did not.", ["It cost 3.5 million dollars.", "No.", "It did not."]),
+        # a company's "Ltd." ends the sentence before a function word, not before a verb
+        (
+            "The work went to Harrowgate Civils Ltd. The contract was signed. Acme Ltd. announced a loss.",
+            ["The work went to Harrowgate Civils Ltd.", "The contract was signed.", "Acme Ltd. announced a loss."],
+        ),
     ],
 )
 def test_sentence_splitter_keeps_abbreviations_initials_and_numbering(text, expected):
@@ -839,3 +844,16 @@ def test_word_forms_and_month_abbreviations_share_a_term():
     from deepresearch_dagster.core.text import content_terms
 
     assert content_terms("completed Oct using") == content_terms("completion October use")
+
+
+def test_a_table_rows_bare_figure_leaves_the_sentence_that_says_what_it_is_to_a_later_part():
+    question = "Who won the Kell pipes contract, and how much is the contract worth?"
+    payload = _answer_payload(
+        question,
+        [
+            "Cost line: Kell pipes contract; Supplier: Harrowgate Civils Ltd; Revised budget (£m): 41.2",
+            "The Board awarded the Kell pipes contract to Harrowgate Civils Ltd in the sum of £41.2 million.",
+        ],
+    )
+    summary = extractive_section("Executive summary", payload)
+    assert "£41.2 million" in summary

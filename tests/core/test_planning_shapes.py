@@ -286,6 +286,15 @@ def test_any_request_gives_a_valid_plan_whose_steps_search_something(question, m
             "What heat source does the Tamsin energy centre use, and how much did it cost?",
             ["What heat source does the Tamsin energy centre use", "how much did the Tamsin energy centre cost"],
         ),
+        # ", which company …" asks a new part; ", which had …" is a relative clause.
+        (
+            "What was the final cost of the Kell dredging, which company carried it out, and when did it end?",
+            [
+                "What was the final cost of the Kell dredging",
+                "which company carried the Kell dredging out",
+                "when did the Kell dredging end",
+            ],
+        ),
         # A comma before a relative "where"/"which" is not a new part.
         ("How did Lyon, which had no river port, grow?", ["How did Lyon, which had no river port, grow"]),
     ],

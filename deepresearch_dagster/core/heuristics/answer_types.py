@@ -44,6 +44,17 @@ _WORDED_UNIT = (
     r"(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|decades?|kilomet(?:re|er)s?|met(?:re|er)s?|miles?|"
     r"feet|tonnes?|per\s?cent|percent)"
 )
+_ORGANISATION = (
+    r"(?:company|companies|firm|contractor|supplier|organi[sz]ation|agency|bank|business|operator|developer|"
+    r"consultant|consultancy|manufacturer|builder|insurer|lender|partner|provider|vendor)"
+)
+# The words a company's or a public body's name ends with ("Harrowgate Civils Ltd", "Nordhaven
+# Dredging BV", "Marine Management Organisation").
+_LEGAL_FORM = (
+    r"(?:Ltd|Limited|plc|PLC|Inc|LLC|LLP|BV|NV|GmbH|AG|SA|SAS|AB|AS|Oy|Group|Corporation|Corp|Company|Co\.|"
+    r"Partners|Partnership|Holdings|Consulting|Engineering|Construction|Contractors|Civils|Dredging|Council|"
+    r"Authority|Agency|Organisation|Organization|Trust|Foundation|Fund|Board|Department|Ministry)"
+)
 _AUX_WORD = r"(?:did|does|do|is|was|were|are|will|would|has|have|had|can|could|should)"
 _NOT_QUANTITY = rf"(?:{_AUX_WORD}|money|cash|funding|funds)"
 # Words before a number that labels rather than counts ("Phase 1", "Route 41", "No. 3").
@@ -91,9 +102,11 @@ _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str] | Callable[[str], bool]
         re.compile(r"[£$€¥]\s?\d|\d[\d,.]*\s*(?:million|billion|bn|m)?\s*(?:pounds|dollars|euros|usd|gbp|eur)\b", re.I),
     ),
     "count": (re.compile(r"\bhow\s+many\b", re.I), _counts),
+    # "Who won the contract", "which company carried out the work": a person's or an organisation's name.
     "person": (
-        re.compile(r"^\s*(?:and\s+)?who(?:m|se)?\b", re.I),
+        re.compile(rf"^\s*(?:and\s+)?(?:who(?:m|se)?|(?:which|what)\s+{_ORGANISATION}s?)\b", re.I),
         re.compile(
+            rf"\b[A-Z][\w&'-]*(?:\s+[A-Z][\w&'-]*)*\s+{_LEGAL_FORM}(?!\w)|"
             r"\b(?:Sir|Dr|Mr|Mrs|Ms|Prof|Lord|Lady)\.?\s+[A-Z]|\b(?:[A-Z]\.\s+)+[A-Z][a-z]+|"
             r"\b(?:engineer|architect|designer|founder|physician|scientist|inventor|chemist|mayor|minister|"
             r"president|chancellor|director|chief\s+executive|superintendent|commissioner|inspector|officer|"

@@ -34,6 +34,15 @@ _LEXICONS = [
         "cause because reason due lead result factor contribute explain origin blame attribute prompt driven",
     ),
     (
+        # "When did dredging start and finish": sources say it began, commenced, was completed.
+        re.compile(r"\bstart|\bbegin|\bbegan|commenc", re.I),
+        "start begin began commence launch open",
+    ),
+    (
+        re.compile(r"\bfinish|\bcomplet|\bend\b|\bended\b", re.I),
+        "finish complete completion end conclude",
+    ),
+    (
         re.compile(r"overrun|over\s+budget|overspen|exceed|went\s+over", re.I),
         "overrun overspend exceed increase rise higher additional extra original approved budget forecast outturn",
     ),

@@ -19,7 +19,7 @@ from .answer_types import MEASURES, asked_kinds, supplies
 from .aspects import aspect_terms
 from .planning import enumerated_parts
 from .sentences import context_dependent, has_fact, is_fragment
-from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, antecedent, question_parts, sentence_case
+from .terms import ASPECT_WORDS, DO_LEAD, EMPHASIS, INSTRUCTION_WORDS, antecedent, question_parts, sentence_case
 
 REPORT_SECTIONS = ("Executive summary", "Key findings", "Analysis", "Limitations", "Suggested next steps")
 CORROBORATED_INTRO = "These findings are stated by two or more independent sources:"
@@ -240,11 +240,12 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
     for src in payload["sources"]:
         before = payload.get("preceding", {}).get(str(src.get("artifact_file") or ""), {})
         for sentence in [*split_sentences(src["summary"]), *src["extraction"]]:
-            sentence = without_outline_number(without_references(" ".join(sentence.split())))
+            sentence = without_references(" ".join(sentence.split()))
             order += 1
             lead = before.get(sentence)
             if lead and context_dependent(sentence) and not context_dependent(lead) and usable(f"{lead} {sentence}"):
                 sentence = f"{lead} {sentence}"  # "It lent £88m" with the sentence it continues
+            sentence = without_outline_number(sentence)
             if not usable(sentence) or _PADDING.match(sentence):
                 continue
             terms = set(content_terms(sentence))
@@ -254,13 +255,7 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
             if not terms & (question | own) and not (has_fact(sentence) or _is_data_row(sentence)):
                 continue  # off-topic: shares nothing with the question or its step
             figures = _figures(sentence)
-            key = _key_figures(sentence)
-            twin = next(
-                (f for f in out if _near_duplicate(terms, f.terms) and _figures(f.text) == figures), None
-            ) or next(
-                (f for f in out if key and _figures(f.text) == figures and _same_subject(terms, f.terms)),
-                None,
-            )
+            twin = next((f for f in out if _near_duplicate(terms, f.terms) and _figures(f.text) == figures), None)
             if twin is not None:
                 # The same fact in other words: one finding, citations combined — but only when the
                 # kept wording would verify against this source too.
@@ -302,6 +297,8 @@ def _holds(g: Finding, f: Finding) -> bool:
     key = _key_figures(f.text)
     return (
         bool(key)
+        # a table row's cells never stand in for the sentence that says what they are
+        and not (_is_data_row(g.text) and not _is_data_row(f.text))
         and key <= _key_figures(g.text)
         and _figures(f.text) <= _figures(g.text)
         and _same_subject(f.terms, g.terms)
@@ -311,7 +308,7 @@ def _holds(g: Finding, f: Finding) -> bool:
 def term_weights(found: list[Finding]) -> dict[str, float]:
     """How much sharing each word says, from 0.5 (a word in every finding: the research's own topic,
     "Kestrel Bay heat network") to 2 (a word in one: "outturn"); an inverse document frequency over
-    the findings, scaled so that a word in about a third of them weighs 1."""
+    the findings."""
     df: dict[str, int] = {}
     for f in found:
         for t in f.terms:
@@ -374,8 +371,8 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
     # "large" in "How large is X" is how the question asks, not what sources say ("112 metres").
     own = [topic_words(part) - ASPECT_WORDS - MEASURE_WORDS for part in parts]
     # What the question is about ("the Kestrel Bay heat network" in "By how much did the Kestrel Bay
-    # heat network exceed …") is every part's subject, named or not: never a part's own word.
-    subject = set(content_terms(antecedent(parts[0]) or "")) if parts else set()
+    # heat network exceed …") is every part's subject, named or not: never a word to stress.
+    subject = set(content_terms(antecedent(parts[0]) or "")) if parts and DO_LEAD.match(parts[0]) else set()
     asked = [asked_kinds(part) for part in parts]
     stated: set[str] = set()
     for k, part in enumerate(parts):
@@ -385,7 +382,7 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
         home = max(steps, key=lambda s: len(part_terms & set(content_terms(s["title"]))), default=None)
         # Candidates share a word that this part asks about and the others do not (the
         # expansion of "caused" into "because", "due" only ranks them).
-        others = set().union(subject, *(terms for i, terms in enumerate(own) if i != k))
+        others = set().union(*(terms for i, terms in enumerate(own) if i != k))
         distinctive = own[k] - others or own[k] or part_terms
         kinds = frozenset(asked[k])
         # The kinds of answer only other parts ask for ("41 million pounds" is for "what did it cost").
@@ -399,7 +396,7 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
             if f.terms & distinctive or (kinds and f.terms & answer_terms and supplies(f.text, set(kinds)))
         ]
         home_id = str(home["step_id"]) if home else ""
-        stress = frozenset(own[k] - others)
+        stress = frozenset(own[k] - others - subject)
         pool.sort(key=lambda f: _rank(f, part_terms, kinds, home_id, stress, weights))
         limit = MAX_SUMMARY_PER_PART if len(parts) > 1 else 2 * MAX_SUMMARY_PER_PART
         # The same figure in other words ("£18.6m", "£18.6 million") is stated once in the summary.
@@ -446,7 +443,9 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
             ranked = sorted(extra, key=lambda f: _rank(f, part_terms | question, kinds, weights=weights))
             picked = _distinct(picked + ranked, limit)
         used.update(id(f) for f in picked)
-        stated |= {x for f in picked for x in _key_figures(f.text)}
+        # A table row's bare cell ("Revised budget (£m): 41.2") does not say what the figure is; a
+        # later part may still quote the sentence that does ("… in the sum of £41.2 million").
+        stated |= {x for f in picked if not _is_data_row(f.text) for x in _key_figures(f.text)}
         if shared is None:
             out.append(([part], picked))
         else:

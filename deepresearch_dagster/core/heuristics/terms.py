@@ -26,9 +26,47 @@ EMPHASIS = re.compile(r"\*\*|__|`")
 # A question's parts: after "?" or ";", before ", and how …", and before ", who …" in "What caused
 # X, who designed Y, and what did it cost?" ("which" and "where" after a comma are usually relative
 # clauses: "Paris, where …").
+# "…, which company carried out the dredging" asks (a noun after "which"); "Lyon, which had no
+# river port" is a relative clause (a verb after it).
+_NOT_A_NOUN = "|".join(
+    sorted(
+        VERB_STEMS
+        | {
+            "is",
+            "are",
+            "was",
+            "were",
+            "has",
+            "have",
+            "had",
+            "can",
+            "could",
+            "will",
+            "would",
+            "may",
+            "might",
+            "must",
+            "should",
+            "did",
+            "does",
+            "do",
+            "also",
+            "then",
+            "now",
+            "still",
+            "in",
+            "on",
+            "at",
+            "by",
+            "for",
+            "of",
+            "to",
+        }
+    )
+)
 CLAUSE_SPLIT = re.compile(
     r"\s*(?:[;?]\s*|,?\s+and\s+(?=(?:how|what|why|which|who|when|where|whether|does|do|is|are|can)\b)"
-    r"|,\s+(?=(?:how|what|why|who|when|whether)\s))",
+    rf"|,\s+(?=(?:how|what|why|who|when|whether)\s|which\s+(?!(?:{_NOT_A_NOUN})s?\b)(?![a-z]+ed\b)[a-z]+\s))",
     re.IGNORECASE,
 )
 _PRONOUN = re.compile(r"\b(?:it|they|them|(its|their))\b", re.IGNORECASE)
@@ -52,6 +90,12 @@ DO_LEAD = re.compile(
 _ADVERB = re.compile(r"^(?:first|ever|still|also|actually|finally|eventually|really|[a-z]+ly)$", re.IGNORECASE)
 # "the ferry service's …", "Acme's …", "the Thames Tideway Tunnel's …" (a name, or two plain words)
 _POSSESSOR = re.compile(r"((?:the\s+)?(?:(?:[A-Z][\w-]*\s+)*[A-Z][\w-]*|(?:[a-z][\w-]*\s+)?[a-z][\w-]*))['’]s\s+\w")
+# "the final cost of the Kell dredging": a later "it" is the dredging, not its cost.
+_ATTRIBUTE_OF = re.compile(
+    r"(?:the\s+)?(?:[a-z]+\s+)?(?:cost|costs|price|budget|value|size|length|height|depth|width|capacity|total|"
+    r"amount|date|duration|outcome|result|purpose|scope)\s+of\s+(.+)$",
+    re.IGNORECASE,
+)
 _NP_CUT = re.compile(r"\s+(?:in|of|for|on|at|to|from|with|by|facing|[a-z]+ing)\s", re.IGNORECASE)
 
 
@@ -77,7 +121,7 @@ def antecedent(clause: str) -> str | None:
         subject = " ".join(rest[:verb]) if verb else ""
         return subject if subject and not _PRONOUN.search(subject) else None
     rest = PARTICIPLE_END.sub("", clause[lead.end() :]).strip()
-    possessor = _POSSESSOR.match(rest) if COPULA_LEAD.match(clause) else None
+    possessor = (_POSSESSOR.match(rest) or _ATTRIBUTE_OF.match(rest)) if COPULA_LEAD.match(clause) else None
     if possessor:  # "What was the ferry service's punctuality rate": a later "it" is the service
         return possessor.group(1)
     words = rest.split()
