@@ -214,3 +214,47 @@ def closed(text: str) -> str:
 
 # A number as written: "2024", "1,400", "3.75" (dates, figures, amounts).
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# A month's name or abbreviation ("Oct", "October"), and a year from 1500 to 2099, for patterns.
+MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
+    r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
+YEAR = r"(?:1[5-9]|20)\d\d"
+# A day-month-year date ("21 November 2022", "November 21, 2022"): a fact on its own, where the
+# year alone is not.
+FULL_DATE = re.compile(
+    rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+({MONTH})\.?,?\s+(\d{{4}})\b|"
+    rf"\b({MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b",
+    re.IGNORECASE,
+)
+
+
+@lru_cache(maxsize=16384)
+def figures(text: str) -> frozenset[str]:
+    """Every number in ``text`` as written ("2023." gives "2023")."""
+    return frozenset(NUMBER.findall(text))
+
+
+@lru_cache(maxsize=16384)
+def key_figures(text: str) -> frozenset[str]:
+    """The figures that make a statement's fact ("18.6" in "£18.6m" and "£18.6 million"; "21 November
+    2022" and "November 21, 2022" alike), not years or small counts."""
+    out = {f"{int(m[1] or m[5])} {(m[2] or m[4])[:3].lower()} {m[3] or m[6]}" for m in FULL_DATE.finditer(text)}
+    for written in figures(FULL_DATE.sub(" ", text)):  # a date's day is no figure of its own
+        figure = written.replace(",", "")
+        try:
+            value = float(figure)
+        except ValueError:
+            continue
+        if value >= 10 and not (figure.isdigit() and 1500 <= value <= 2099):
+            out.add(figure)
+    return frozenset(out)
+
+
+def same_figure(a: str, b: str) -> bool:
+    """Whether two statements give the same specific figure about the same thing, in any wording:
+    a shared figure that is not a small whole number ("£41.2 million" and "Revised budget (£m):
+    41.2", "2,584,000", "21 November 2022") and two more shared words."""
+    if not any(" " in k or "." in k or float(k) >= 100 for k in key_figures(a) & key_figures(b)):
+        return False
+    return len({t for t in content_terms(a) if t.isalpha()} & {t for t in content_terms(b) if t.isalpha()}) >= 2

@@ -857,3 +857,26 @@ def test_a_table_rows_bare_figure_leaves_the_sentence_that_says_what_it_is_to_a_
     )
     summary = extractive_section("Executive summary", payload)
     assert "£41.2 million" in summary
+
+
+def test_two_sources_giving_the_same_figure_in_other_words_corroborate_it():
+    payload = _answer_payload(
+        "How much is the Kell pipes contract worth?",
+        [
+            "The Board awarded the Kell pipes contract to Harrowgate Civils Ltd in the sum of £41.2 million.",
+            "Cost line: Kell pipes contract; Supplier: Harrowgate Civils Ltd; Revised budget (£m): 41.2",
+            "The Kell pipes contract covers 11 streets.",
+        ],
+    )
+    analysis = extractive_section("Analysis", payload)
+    assert CORROBORATED_INTRO in analysis
+    line = next(line for line in analysis.splitlines() if "41.2" in line)
+    assert "[1]" in line and "[2]" in line  # each wording with its own source
+    assert "11 streets" not in analysis  # a small number matches too much to corroborate
+
+
+def test_a_small_shared_number_is_no_corroboration():
+    from deepresearch_dagster.core.text import same_figure
+
+    assert not same_figure("The Kell plant has 14 pumps.", "The Kell plant was 14 days late.")
+    assert same_figure("The Kell dredging moved 2,584,000 m3.", "Kell dredging total: 2584000 m3")

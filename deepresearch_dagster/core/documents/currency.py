@@ -6,6 +6,8 @@ import re
 from pathlib import PurePosixPath
 from typing import Any
 
+from ..text import MONTH
+
 MONTHS = {
     m: i
     for i, names in enumerate(
@@ -46,10 +48,7 @@ DRAFT_LINE = re.compile(r"^\W*(?:DRAFT\b|(?i:status|version)\s*:\s*(?i:draft)\b)
 DATE_KEYWORDS = re.compile(
     r"\b(date|dated|updated|last updated|revised|as of|as at|effective|published|issued|version|prepared)\b", re.I
 )
-_MONTH = (
-    r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|jun(?:e)?|jul(?:y)?|aug(?:ust)?|"
-    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
-)
+_MONTH = f"({MONTH})"
 DATE_PATTERNS = [
     (re.compile(r"\b(20\d\d|19\d\d)-(\d{1,2})-(\d{1,2})\b"), ("y", "m", "d")),
     (re.compile(rf"\b(\d{{1,2}})\s+{_MONTH}\.?,?\s+(20\d\d|19\d\d)\b", re.I), ("d", "M", "y")),

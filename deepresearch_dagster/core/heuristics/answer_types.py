@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from ..text import MONTH, YEAR
+
 # "How large / tall / long … is X": the words sources state the answer in.
 MEASURES = {
     "large": "size length capacity",
@@ -28,7 +30,6 @@ MEASURES = {
     "often": "frequency",
 }
 HOW_MEASURE = re.compile(rf"\bhow\s+({'|'.join(MEASURES)})\b", re.IGNORECASE)
-_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*"
 _UNIT = (
     r"(?:km|kilomet(?:re|er)s?|m|met(?:re|er)s?|cm|mm|mi|miles?|ft|feet|foot|in(?:ches)?|yards?|acres?|"
     r"hectares?|ha|sq|square|cubic|litres?|liters?|gallons?|tonnes?|tons?|kg|kilograms?|lb|pounds?|"
@@ -63,7 +64,7 @@ _LABELS = frozenset(
     "figure table item room block tier zone ward lot round part article clause schedule appendix".split()
 )
 _NUMBER = re.compile(r"\b\d[\d,.]*\b")
-_YEAR_ONLY = re.compile(r"(?:1[5-9]|20)\d\ds?")
+_YEAR_ONLY = re.compile(rf"{YEAR}s?")
 
 
 def _counts(sentence: str) -> bool:
@@ -84,7 +85,7 @@ def _counts(sentence: str) -> bool:
 _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str] | Callable[[str], bool]]] = {
     "date": (
         re.compile(r"\b(?:when|what\s+year|which\s+year|what\s+date|since\s+when|how\s+long\s+ago)\b", re.I),
-        re.compile(rf"\b(?:1[5-9]\d\d|20\d\d)s?\b|\b{_MONTH}\b", re.I),
+        re.compile(rf"\b{YEAR}s?\b|\b{MONTH}\b", re.I),
     ),
     "measure": (
         # "How much heat did it deliver": a quantity of something; "how much did it cost" is money.

@@ -14,7 +14,19 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..text import ENDS_SENTENCE, NUMBER, STOPWORDS, closed, content_terms, is_instruction, split_sentences, words
+from ..text import (
+    ENDS_SENTENCE,
+    STOPWORDS,
+    YEAR,
+    closed,
+    content_terms,
+    figures,
+    is_instruction,
+    key_figures,
+    same_figure,
+    split_sentences,
+    words,
+)
 from .answer_types import MEASURES, asked_kinds, supplies
 from .aspects import aspect_terms
 from .planning import enumerated_parts
@@ -34,10 +46,6 @@ _ASKS = re.compile(
     r"^(?:(?:by|in|at|for|from|to|on|with|of|since|until)\s+)?(?:what|how|why|which|who|whom|whose|when|where|whether|does|do|did|is|are|was|were|can|could|should|"
     r"will|would|has|have|had)\b",
     re.IGNORECASE,
-)
-_MONTH_NAME = (
-    r"jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|"
-    r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?"
 )
 # Words that ask about the documents ("what do sources say"), not the topic; in a compound
 # ("heat source", "water-source heat pumps", "impact study") they are the topic's own.
@@ -135,7 +143,7 @@ _RELATIVE_TIME = re.compile(
     r"\s+ago|recently|earlier\s+this\s+\w+)\b",
     re.IGNORECASE,
 )
-_YEAR = re.compile(r"\b(?:1[5-9]|20)\d\d\b")
+_YEAR = re.compile(rf"\b{YEAR}\b")
 _PURPOSE = re.compile(r"^To\s+[a-z]+\b")
 _MAIN_CLAUSE = re.compile(r",\s+(?!(?:and\s+|or\s+)?to\b)")
 # A document's outline number before a sentence ("5.1 The capital cost …"): layout, not content.
@@ -254,8 +262,8 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
             # shares no word with the question ("Director: M. Albrecht; Role: Independent chair").
             if not terms & (question | own) and not (has_fact(sentence) or _is_data_row(sentence)):
                 continue  # off-topic: shares nothing with the question or its step
-            figures = _figures(sentence)
-            twin = next((f for f in out if _near_duplicate(terms, f.terms) and _figures(f.text) == figures), None)
+            numbers = figures(sentence)
+            twin = next((f for f in out if _near_duplicate(terms, f.terms) and figures(f.text) == numbers), None)
             if twin is not None:
                 # The same fact in other words: one finding, citations combined — but only when the
                 # kept wording would verify against this source too.
@@ -269,14 +277,14 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
     # or figured fact with a detail added ("The bridge opened on 21 November 2022." and "21 November
     # 2022 – New bridge opens, 219 days late.").
     kept: list[Finding] = []
-    for f in sorted(out, key=lambda f: (-len(_figures(f.text)), -len(f.text))):
+    for f in sorted(out, key=lambda f: (-len(figures(f.text)), -len(f.text))):
         fuller = next((g for g in kept if _holds(g, f)), None)
         if fuller is None:
             kept.append(f)
         # Its citations join only where the fuller wording verifies against their sources too: the
         # same words, or most of them and no figure the other source lacks.
         elif f.text in fuller.text or (
-            _figures(fuller.text) == _figures(f.text) and _overlap(fuller.terms, f.terms) >= 0.6
+            figures(fuller.text) == figures(f.text) and _overlap(fuller.terms, f.terms) >= 0.6
         ):
             fuller.cites += [n for n in f.cites if n not in fuller.cites]
     out = [f for f in out if any(f is g for g in kept)]
@@ -294,13 +302,13 @@ def _holds(g: Finding, f: Finding) -> bool:
     about the same subject."""
     if f.text in g.text:
         return True
-    key = _key_figures(f.text)
+    key = key_figures(f.text)
     return (
         bool(key)
         # a table row's cells never stand in for the sentence that says what they are
         and not (_is_data_row(g.text) and not _is_data_row(f.text))
-        and key <= _key_figures(g.text)
-        and _figures(f.text) <= _figures(g.text)
+        and key <= key_figures(g.text)
+        and figures(f.text) <= figures(g.text)
         and _same_subject(f.terms, g.terms)
     )
 
@@ -445,7 +453,7 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
         used.update(id(f) for f in picked)
         # A table row's bare cell ("Revised budget (£m): 41.2") does not say what the figure is; a
         # later part may still quote the sentence that does ("… in the sum of £41.2 million").
-        stated |= {x for f in picked if not _is_data_row(f.text) for x in _key_figures(f.text)}
+        stated |= {x for f in picked if not _is_data_row(f.text) for x in key_figures(f.text)}
         if shared is None:
             out.append(([part], picked))
         else:
@@ -457,7 +465,7 @@ def _distinct(ranked: list[Finding], limit: int) -> list[Finding]:
     """The best ``limit`` findings, none repeating a figure of a better one."""
     picked: list[Finding] = []
     for f in ranked:
-        if len(picked) < limit and not any(_repeats(f, _key_figures(g.text)) for g in picked):
+        if len(picked) < limit and not any(_repeats(f, key_figures(g.text)) for g in picked):
             picked.append(f)
     return picked
 
@@ -465,15 +473,10 @@ def _distinct(ranked: list[Finding], limit: int) -> list[Finding]:
 def _repeats(f: Finding, stated: set[str]) -> bool:
     """Whether ``f`` mostly restates figures already stated ("£18.6m" after "£18.6 million"); a
     table row sharing a column's value or two with another row ("homes connected: 1150") does not."""
-    key = _key_figures(f.text)
+    key = key_figures(f.text)
     if not key:
         return False
     return key <= stated if _is_data_row(f.text) else 2 * len(key & stated) >= len(key)
-
-
-def _figures(text: str) -> set[str]:
-    """Every number in ``text`` as written ("2023." gives "2023")."""
-    return set(NUMBER.findall(text))
 
 
 def _same_subject(a: set[str], b: set[str]) -> bool:
@@ -483,30 +486,6 @@ def _same_subject(a: set[str], b: set[str]) -> bool:
     words_a, words_b = {t for t in a if t.isalpha()}, {t for t in b if t.isalpha()}
     shorter = min(words_a, words_b, key=len)
     return len(words_a & words_b) >= max(1, len(shorter) // 2)
-
-
-# A day-month-year date ("21 November 2022", "November 21, 2022"): a fact on its own, where the
-# year alone is not.
-_FULL_DATE = re.compile(
-    r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(" + _MONTH_NAME + r")\.?,?\s+(\d{4})\b|"
-    r"\b(" + _MONTH_NAME + r")\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\b",
-    re.IGNORECASE,
-)
-
-
-def _key_figures(text: str) -> set[str]:
-    """The figures that make a finding's fact ("18.6" in "£18.6m" and "£18.6 million"; "21 November
-    2022" and "November 21, 2022" alike), not years or small counts."""
-    out = {f"{int(m[1] or m[5])} {(m[2] or m[4])[:3].lower()} {m[3] or m[6]}" for m in _FULL_DATE.finditer(text)}
-    for written in _figures(_FULL_DATE.sub(" ", text)):  # a date's day is no figure of its own
-        figure = written.replace(",", "")
-        try:
-            value = float(figure)
-        except ValueError:
-            continue
-        if value >= 10 and not (figure.isdigit() and 1500 <= value <= 2099):
-            out.add(figure)
-    return out
 
 
 def _exec_summary(payload: dict[str, Any]) -> str:
@@ -539,9 +518,27 @@ def _key_findings(payload: dict[str, Any]) -> str:
     return "\n\n".join(blocks)
 
 
-def corroborated(payload: dict[str, Any]) -> list[Finding]:
-    """Findings stated by two or more sources whose wording verifies against each of them."""
-    return [f for f in findings(payload) if len(f.cites) >= 2]
+def corroborated(payload: dict[str, Any]) -> list[list[Finding]]:
+    """Facts stated by two or more independent sources: a finding whose wording verifies against
+    each of them, or findings of different sources that give the same figure about the same thing
+    ("… in the sum of £41.2 million" [1], "Revised budget (£m): 41.2" [3]), each quoted with its
+    own citation."""
+    found = findings(payload)
+    groups = [[f] for f in found if len(f.cites) >= 2]
+    grouped = {id(f) for group in groups for f in group}
+    for f in found:
+        if id(f) in grouped:
+            continue
+        cited = set(f.cites)
+        group = [f]
+        for g in found:
+            if id(g) not in grouped and g is not f and not cited & set(g.cites) and same_figure(f.text, g.text):
+                group.append(g)
+                cited |= set(g.cites)
+        if len(group) >= 2:
+            groups.append(group)
+            grouped |= {id(g) for g in group}
+    return groups
 
 
 def _analysis(payload: dict[str, Any]) -> str:
@@ -550,7 +547,9 @@ def _analysis(payload: dict[str, Any]) -> str:
     parts = []
     if backed:
         parts.append(CORROBORATED_INTRO)
-        parts.append("\n".join(f"- {f.text} {f.cited}" for f in backed[:6]))
+        parts.append(
+            "\n".join("- " + " ".join(f"{closed(f.text)} {f.cited}" for f in group[:3]) for group in backed[:6])
+        )
     else:
         parts.append(f"{NONE_CORROBORATED}.")
     if rounds:

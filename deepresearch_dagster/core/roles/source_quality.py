@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..documents.currency import in_archive
-from ..text import content_terms, split_sentences
+from ..text import content_terms, same_figure, split_sentences
 
 CORPUS_CREDIBILITY = 0.7
 HIGH = ("wikipedia.org", "nature.com", "science.org", "arxiv.org", "ieee.org", "acm.org", "nih.gov", "who.int")
@@ -121,7 +121,7 @@ def corroborated_claims(entries: list[dict[str, Any]]) -> list[tuple[str, list[i
     for claim, n, domain, terms in claims:
         if claim in seen:
             continue
-        twins = [(c, m) for c, m, d, t in claims if d != domain and _similar(terms, t)]
+        twins = [(c, m) for c, m, d, t in claims if d != domain and (_similar(terms, t) or same_figure(claim, c))]
         if twins:
             # The twins are the same claim in other words: list it once.
             seen.update([claim, *(c for c, _ in twins)])
