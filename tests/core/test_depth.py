@@ -40,6 +40,12 @@ def test_iterates_until_sufficient(fake_openai):
     )
     followup_files = [c["artifact_file"] for c in outputs["calls"] if c["step_id"] == "R1_1"]
     assert followup_files and all("__stepr1_1_" in f for f in followup_files)
+    # … and the step audit counts the follow-up's tool calls under its own step.
+    audited = ctx.lineage.query(
+        "SELECT step_id, tool_calls FROM step_audit WHERE partition_key = ? ORDER BY position", [ctx.partition_key]
+    )
+    assert audited[-1]["step_id"] == "R1_1" and audited[-1]["tool_calls"] == len(followup_files)
+    assert sum(r["tool_calls"] for r in audited) == len(outputs["calls"])
     assert report.sufficiency_scores == [4, 8] and report.complete
     assert "Research may be incomplete" not in report.markdown
 

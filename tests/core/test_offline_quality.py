@@ -880,3 +880,21 @@ def test_a_small_shared_number_is_no_corroboration():
 
     assert not same_figure("The Kell plant has 14 pumps.", "The Kell plant was 14 days late.")
     assert same_figure("The Kell dredging moved 2,584,000 m3.", "Kell dredging total: 2584000 m3")
+
+
+def test_the_critic_names_a_part_no_source_answers_with_the_kind_it_asks_for():
+    from deepresearch_dagster.core.heuristics.critique import critique_heuristically
+
+    question = "When was the Kell lock rebuilt, and how much did the rebuild cost?"
+    plan = {"plan_title": "Kell lock", "steps": [{"step_id": "1", "title": question, "description": question}]}
+    memory = [
+        {"step_id": "1", "source": "a.md", "artifact_file": "a.txt", "summary": s, "extraction": []}
+        for s in [
+            "The Kell lock was rebuilt in 1998 by the river authority.",
+            "The rebuild of the Kell lock was praised.",
+        ]
+    ]
+    verdict = critique_heuristically({"question": question, "plan": plan, "memory": memory})
+    assert any("how much did the rebuild cost" in g["description"].lower() for g in verdict["gaps"])
+    assert not any("when was the kell lock rebuilt" in g["description"].lower() for g in verdict["gaps"])
+    assert verdict["sufficiency"] < 10

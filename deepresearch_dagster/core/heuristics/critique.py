@@ -6,10 +6,17 @@ from typing import Any
 
 from ..text import content_terms
 from .aspects import aspect_terms
-from .planning import research_terms
+from .planning import part_terms, research_terms
+from .report import unanswered_parts
+from .terms import question_parts, sentence_case
 
 # Words that shape the question rather than name its topic ("which strategies work best").
-QUESTION_SHAPE = frozenset("work works best better worst way ways make makes use uses do does done get good".split())
+QUESTION_SHAPE = frozenset(
+    "work works best better worst way ways make makes use uses do does done get good "
+    # the kind of answer asked ("which company", "how long", "what is it worth"): a name, a
+    # duration, an amount answers it, not the word
+    "company companies firm firms contractor supplier worth long much many typically typical".split()
+)
 
 
 def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
@@ -27,7 +34,15 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
         for w in words_
         if not set(content_terms(w.replace("-", " "))) <= memory_terms and not aspect_terms(w) & memory_terms
     ]
-    coverage = 1 - len(missing) / len(words_) if words_ else 1.0
+    # A part of the question that no source answers with the kind of answer it asks for ("when was
+    # the contract awarded" and no date about it) is a gap, however many of its words are covered.
+    sources = [{**m, "n": i + 1, "extraction": m.get("extraction", [])} for i, m in enumerate(memory)]
+    parts = question_parts(question) or [question]
+    unanswered = unanswered_parts({"question": question, "plan": payload["plan"], "sources": sources})
+    coverage = min(
+        1 - len(missing) / len(words_) if words_ else 1.0,
+        1 - len(unanswered) / len(parts),
+    )
     steps = payload["plan"]["steps"]
     sourced = {str(m["step_id"]) for m in memory if m.get("source")}
     uncovered = [s for s in steps if str(s["step_id"]) not in sourced]
@@ -41,6 +56,14 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
             "suggested_query": (s.get("queries") or [s["title"]])[-1],
         }
         for s in uncovered
+    ]
+    gaps += [
+        {
+            "description": f"No source yet answers '{sentence_case(part)}?'.",
+            "severity": "high",
+            "suggested_query": " ".join(dict.fromkeys([*part_terms(part), *research_terms(question)[:4]])),
+        }
+        for part in unanswered[:3]
     ]
     gaps += [
         {

@@ -461,6 +461,21 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
     return out
 
 
+def unanswered_parts(payload: dict[str, Any]) -> list[str]:
+    """The question's parts that no finding answers with the kind of answer they ask for (a date
+    for "when", money for "how much did it cost", a name for "who"): what the critic names as gaps,
+    as the executive summary would read."""
+    if not findings(payload):
+        return _parts(payload["question"])
+    out = []
+    for asked, picked in _answers(payload):
+        for part in asked:
+            kinds = asked_kinds(part)
+            if not picked or (kinds and not any(supplies(f.text, kinds) for f in picked)):
+                out.append(part)
+    return out
+
+
 def _distinct(ranked: list[Finding], limit: int) -> list[Finding]:
     """The best ``limit`` findings, none repeating a figure of a better one."""
     picked: list[Finding] = []

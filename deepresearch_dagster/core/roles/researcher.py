@@ -442,6 +442,7 @@ def _reflect(
             )
         )
         followups.extend(steps)
+        ctx.lineage.record_followup_steps(ctx.partition_key, steps, len(plan.steps) + len(followups) - len(steps))
         sources_before = set(state.sources)
         for step in steps:
             ctx.log(f"follow-up {step.step_id}: {step.title}")

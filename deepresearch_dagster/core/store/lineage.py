@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 import duckdb
 
 from ..errors import redact, storage_failure
-from ..models import ResearchPlan, SummaryRecord, ToolCallRecord
+from ..models import PlanStep, ResearchPlan, SummaryRecord, ToolCallRecord
 from .schema import migrate
 
 try:
@@ -477,6 +477,15 @@ class LineageStore:
                 conn,
                 "INSERT INTO plan_steps VALUES (?, ?, ?, ?, ?)",
                 [[partition_key, s.step_id, i, s.title, s.description] for i, s in enumerate(plan.steps)],
+            )
+
+    def record_followup_steps(self, partition_key: str, steps: list[PlanStep], first_position: int) -> None:
+        """The critic's follow-up steps, after the plan's: the step audit counts their tool calls too."""
+        with self._transaction() as conn:
+            _insert_rows(
+                conn,
+                "INSERT OR REPLACE INTO plan_steps VALUES (?, ?, ?, ?, ?)",
+                [[partition_key, s.step_id, first_position + i, s.title, s.description] for i, s in enumerate(steps)],
             )
 
     # -- tool calls and context ------------------------------------------------------------
