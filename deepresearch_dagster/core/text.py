@@ -251,10 +251,24 @@ def key_figures(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+# Wording that sets a figure against another ("1,320, not the 1,350 first planned", "up from £38
+# million"): the two statements disagree about it.
+_REVISED = re.compile(
+    r"\b(?:not|rather\s+than|instead\s+of|up\s+from|down\s+from|revised|originally|previously|earlier|"
+    r"initially|was\s+expected|had\s+been|superseded|replac\w*)\b",
+    re.IGNORECASE,
+)
+
+
 def same_figure(a: str, b: str) -> bool:
-    """Whether two statements give the same specific figure about the same thing, in any wording:
-    a shared figure that is not a small whole number ("£41.2 million" and "Revised budget (£m):
-    41.2", "2,584,000", "21 November 2022") and two more shared words."""
-    if not any(" " in k or "." in k or float(k) >= 100 for k in key_figures(a) & key_figures(b)):
+    """Whether two statements give the same specific fact in any wording: every figure of one is in
+    the other, one of them is not a small whole number ("£41.2 million" and "Revised budget (£m):
+    41.2", "2,584,000", "21 November 2022"), they share two more words, and neither sets a figure
+    against an earlier one ("610 of 1,460 signed" and "1,180 of the 1,460" are two facts)."""
+    key_a, key_b = key_figures(a), key_figures(b)
+    shared = key_a & key_b
+    if not shared or not (key_a <= key_b or key_b <= key_a):
+        return False
+    if not any(" " in k or "." in k or float(k) >= 100 for k in shared) or _REVISED.search(a) or _REVISED.search(b):
         return False
     return len({t for t in content_terms(a) if t.isalpha()} & {t for t in content_terms(b) if t.isalpha()}) >= 2

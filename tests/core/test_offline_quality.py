@@ -778,6 +778,9 @@ def test_why_is_answered_by_the_state_that_forced_it():
         "Q: Why did it take so long?",  # a question asks, it states nothing
         "Please put real Christmas trees out with your garden waste on 8 January.",
         "To seek Cabinet approval of the business case, and to authorise the joint venture.",  # a purpose
+        "In other news, the Kell market will move indoors on 3 December.",  # a page's marked aside
+        "ELSEWHERE IN ARTS: The Dunmere Players open their pantomime on 12 December.",
+        "Read more: Kell regatta attracts record entries in 2024",
     ],
 )
 def test_sentences_that_state_no_fact_on_their_own_are_not_quoted(sentence):
@@ -880,6 +883,11 @@ def test_a_small_shared_number_is_no_corroboration():
 
     assert not same_figure("The Kell plant has 14 pumps.", "The Kell plant was 14 days late.")
     assert same_figure("The Kell dredging moved 2,584,000 m3.", "Kell dredging total: 2584000 m3")
+    # two facts about one total, and a figure set against an earlier one, are no corroboration
+    assert not same_figure(
+        "Of 1,460 Kell wayleaves, 610 were signed.", "By June 1,180 of the 1,460 Kell wayleaves were signed."
+    )
+    assert not same_figure("Kell Hall will seat 1,320, not the 1,350 planned.", "Kell Hall will seat about 1,350.")
 
 
 def test_the_critic_names_a_part_no_source_answers_with_the_kind_it_asks_for():

@@ -144,6 +144,13 @@ _RELATIVE_TIME = re.compile(
     re.IGNORECASE,
 )
 _YEAR = re.compile(rf"\b{YEAR}\b")
+# A page's marked aside or link to other reading ("In other news, …", "Sidebar: …", "ELSEWHERE IN
+# ARTS: …", "Read more: …"): another story, whatever words it shares with the question.
+_ASIDE = re.compile(
+    r"^[*_]*(?:aside|sidebar|elsewhere(?:\s+\w+){0,3}|in\s+other\s+news|also\s+in\s+the\s+news|read\s+more|"
+    r"related(?:\s+stories|\s+articles)?|advertisement|sponsored)[*_]*\s*[:,—–-]",
+    re.IGNORECASE,
+)
 _PURPOSE = re.compile(r"^To\s+[a-z]+\b")
 _MAIN_CLAUSE = re.compile(r",\s+(?!(?:and\s+|or\s+)?to\b)")
 # A document's outline number before a sentence ("5.1 The capital cost …"): layout, not content.
@@ -160,7 +167,7 @@ def usable(sentence: str) -> bool:
     if _title_like(s) and not _is_data_row(s):
         return False
     # A question ("Q: Why did it take so long?") asks; a request to readers ("Please put …") asks too.
-    if s.endswith("?") or s.lower().startswith("please "):
+    if s.endswith("?") or s.lower().startswith("please ") or _ASIDE.match(s):
         return False
     if _RELATIVE_TIME.search(s) and not _YEAR.search(s):
         return False
