@@ -109,7 +109,8 @@ def test_concurrent_researches_lose_no_rows(isolated_env):
         assert counts["llm_by_role"]["planner"] == 1
         assert sum(counts["llm_by_role"].values()) == out["llm_calls"]
         plan = json.loads((partition / "plan.json").read_text())
-        assert counts["plan_steps"] == len(plan["steps"])
+        followups = json.loads((partition / "tool_outputs.json").read_text()).get("followup_steps", [])
+        assert counts["plan_steps"] == len(plan["steps"]) + len(followups)
         # Context rows mirror the stored conversations.
         messages = sum(len(json.loads(p.read_text())) for p in (partition / "conversations").glob("step_*.json"))
         assert counts["context_messages"] == messages > 0
