@@ -7,8 +7,8 @@ from typing import Any
 from ..text import content_terms
 from .aspects import aspect_terms
 from .planning import part_terms, research_terms
-from .report import unanswered_parts
-from .terms import question_parts, sentence_case
+from .report import parts_of, unanswered_parts
+from .terms import sentence_case
 
 # Words that shape the question rather than name its topic ("which strategies work best").
 QUESTION_SHAPE = frozenset(
@@ -37,7 +37,7 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
     # A part of the question that no source answers with the kind of answer it asks for ("when was
     # the contract awarded" and no date about it) is a gap, however many of its words are covered.
     sources = [{**m, "n": i + 1, "extraction": m.get("extraction", [])} for i, m in enumerate(memory)]
-    parts = question_parts(question) or [question]
+    parts = parts_of(question)
     unanswered = unanswered_parts({"question": question, "plan": payload["plan"], "sources": sources})
     coverage = min(
         1 - len(missing) / len(words_) if words_ else 1.0,

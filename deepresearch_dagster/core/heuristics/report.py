@@ -359,7 +359,7 @@ def _rank(
 # ------------------------------------------------------------------------------------------ sections
 
 
-def _parts(question: str) -> list[str]:
+def parts_of(question: str) -> list[str]:
     """The question's parts, in its order ("What are X, and how are Y?" → two parts)."""
     return question_parts(question) or [question.strip()]
 
@@ -373,7 +373,7 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
     steps = _all_steps(payload["plan"])
     used: set[int] = set()
     out: list[tuple[list[str], list[Finding]]] = []
-    parts = _parts(payload["question"])
+    parts = parts_of(payload["question"])
     listed = enumerated_parts(str(payload["question"])) is not None
     if (listed or (len(parts) == 1 and len(words(parts[0])) > 15)) and len(payload["plan"]["steps"]) > 1:
         # A request that lists its parts ("(1) … (2) …", a bullet list), or one long request:
@@ -472,8 +472,6 @@ def unanswered_parts(payload: dict[str, Any]) -> list[str]:
     """The question's parts that no finding answers with the kind of answer they ask for (a date
     for "when", money for "how much did it cost", a name for "who"): what the critic names as gaps,
     as the executive summary would read."""
-    if not findings(payload):
-        return _parts(payload["question"])
     out = []
     for asked, picked in _answers(payload):
         for part in asked:
