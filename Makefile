@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 DEMO_QUESTION ?= What are the main challenges in commercializing solid-state batteries, and how are manufacturers addressing them?
 
-.PHONY: install demo test dev lint bench redteam clean
+.PHONY: install demo test dev lint bench redteam eval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ demo: install
 PYTEST_WORKERS ?= 2
 test: install
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS)
+
+# The default evaluation suite (suites/README.md) on the offline engine: a table per item, the
+# summary, and artifacts/evaluations/<key>/eval.{json,md}; items already researched are resumed.
+eval: install
+	$(BIN)/deepresearch eval suites/default.jsonl --engine offline
 
 dev: install
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000

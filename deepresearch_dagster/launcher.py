@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from .core.config import dagster_home, export_dagster_home
 from .core.errors import ResearchInterrupted
 from .core.store.artifacts import atomic_write_bytes
 from .core.store.lineage import LineageStore
-from .defs.partitions import ensure_partition
+from .defs.partitions import RESEARCH_PARTITIONS_NAME, ensure_partition
 
 STORAGE_READY = ".deepresearch_storage_ready"
 
@@ -150,16 +151,21 @@ def run_job(
     definitions: Definitions | None = None,
     quiet: bool = True,
     lineage: LineageStore | None = None,
+    partitions: str = RESEARCH_PARTITIONS_NAME,
+    ops_config: dict[str, Any] | None = None,
 ) -> RunOutcome:
-    """Run ``job_name`` for one partition in this process (the partition is added if missing)."""
+    """Run ``job_name`` for one partition (of ``partitions``) in this process (the partition is
+    added if missing)."""
     from .defs.build import build_definitions
 
     instance = instance or ensure_instance()
     reconcile_stale_runs(instance, lineage)
-    ensure_partition(instance, partition_key)
+    ensure_partition(instance, partition_key, partitions)
     run_config: dict[str, Any] = dict(QUIET_LOGS) if quiet else {}
     if resources_config:
         run_config["resources"] = resources_config
+    if ops_config:
+        run_config["ops"] = ops_config
     # Schedules are not needed to run a job: a broken recurring.yaml must not stop a research.
     definitions = definitions or build_definitions(schedules=False)
     # One lineage session for the whole run: its ops (all in this process) share one DuckDB
@@ -175,3 +181,17 @@ def run_job(
     reasons = [] if result.success else failure_reasons(result.all_events)
     message = "" if result.success else (reasons[-1] if reasons else "unknown error")
     return RunOutcome(result.success, result.run_id, message, reasons, list(result.all_events))
+
+
+def research_runner(
+    instance: DagsterInstance, lineage: LineageStore, tags: dict[str, str] | None = None
+) -> Callable[[str], str | None]:
+    """An evaluation's researcher: ``research_job`` for one (registered) partition through the
+    real Dagster instance; returns the failure's one-line reason, or ``None``."""
+    from .core.errors import redact
+
+    def research(partition_key: str) -> str | None:
+        outcome = run_job("research_job", partition_key, instance, tags=tags, lineage=lineage)
+        return None if outcome.success else redact(outcome.message or "the research failed")
+
+    return research

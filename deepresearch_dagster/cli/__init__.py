@@ -12,6 +12,7 @@ from typing import NoReturn
 
 from ..core.errors import ResearchError, storage_failure
 from .common import CORPUS_FORMATS, ENGINE_HELP, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, add_page_options
+from .evaluate import add_eval_command
 from .operations import add_operation_commands
 from .research import cmd_compress, cmd_extract, cmd_ls, cmd_run
 
@@ -31,8 +32,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(knobs: bool = True) -> argparse.ArgumentParser:
-    """The whole parser; ``knobs=False`` leaves out ``run``'s research-size flags (built from
-    ``RequestOptions``, i.e. pydantic), which only ``run`` parses."""
+    """The whole parser; ``knobs=False`` leaves out the research-size flags of ``run`` and
+    ``eval`` (built from ``RequestOptions``, i.e. pydantic), which only those two parse."""
     parser = _Parser(prog="deepresearch", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -71,6 +72,7 @@ def build_parser(knobs: bool = True) -> argparse.ArgumentParser:
     ext.set_defaults(func=cmd_extract)
 
     add_operation_commands(sub)
+    add_eval_command(sub, knobs)
     return parser
 
 
@@ -81,7 +83,7 @@ def _command(argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(knobs=_command(argv) == "run").parse_args(argv)
+    args = build_parser(knobs=_command(argv) in ("run", "eval")).parse_args(argv)
     try:
         return args.func(args)
     except (UsageError, ResearchError) as exc:

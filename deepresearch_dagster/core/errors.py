@@ -125,6 +125,10 @@ class RequestError(ResearchError, ValueError):
     """A research request (file) that cannot be accepted."""
 
 
+class SuiteError(ResearchError, ValueError):
+    """An evaluation suite (file or line) that cannot be read."""
+
+
 class UnknownResearch(ResearchError, LookupError):
     """No research is registered under a partition key."""
 

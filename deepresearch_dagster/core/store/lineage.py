@@ -821,6 +821,53 @@ class LineageStore:
             "llm_calls": int(llm),
         }
 
+    def evaluation_figures(self, partition_key: str, exclude_roles: tuple[str, ...] = ("JUDGE",)) -> dict[str, Any]:
+        """What an evaluation reads of one research: tokens per role (prompt, completion, cached),
+        dollars (priced models only; ``None`` when a model is unpriced), the model per role, tool
+        calls and raw tokens, and wall seconds (the latest run of each stage). Calls of
+        ``exclude_roles`` (the evaluation's judge) are not the research's."""
+        roles = list(exclude_roles) or [""]
+        marks = ", ".join("?" for _ in roles)
+        usage = self.query(
+            f"SELECT u.role, u.model, u.prompt_tokens, u.completion_tokens, u.cost_usd, u.ok_calls, "
+            f"(SELECT coalesce(sum(cached_tokens), 0) FROM llm_calls c WHERE c.partition_key = u.partition_key "
+            f"AND c.role = u.role AND c.model = u.model) AS cached_tokens "
+            f"FROM llm_usage_by_research u WHERE u.partition_key = ? AND u.role NOT IN ({marks}) ORDER BY role, model",
+            [partition_key, *roles],
+        )
+        by_role: dict[str, dict[str, int]] = {}
+        models: dict[str, str] = {}
+        dollars: float | None = 0.0
+        for row in usage:
+            role = str(row["role"]).lower()
+            figures = by_role.setdefault(role, {"prompt": 0, "completion": 0, "cached": 0})
+            figures["prompt"] += int(row["prompt_tokens"])
+            figures["completion"] += int(row["completion_tokens"])
+            figures["cached"] += int(row["cached_tokens"])
+            if row["ok_calls"] or role not in models:
+                models[role] = row["model"]
+            has_tokens = row["prompt_tokens"] or row["completion_tokens"]
+            if row["cost_usd"] is None and has_tokens:
+                dollars = None
+            elif dollars is not None and row["cost_usd"] is not None:
+                dollars += float(row["cost_usd"])
+        calls = self.reduction(partition_key)
+        wall = self.query(
+            "SELECT sum(epoch(finished_at) - epoch(started_at)) AS s FROM (SELECT started_at, finished_at FROM runs "
+            "WHERE partition_key = ? AND status = 'succeeded' "
+            "QUALIFY row_number() OVER (PARTITION BY stage ORDER BY started_at DESC) = 1)",
+            [partition_key],
+        )[0]["s"]
+        return {
+            "tokens": sum(f["prompt"] + f["completion"] for f in by_role.values()),
+            "tokens_by_role": by_role,
+            "dollars": round(dollars, 6) if dollars is not None else None,
+            "models": models,
+            "tool_calls": calls["tool_calls"],
+            "raw_tokens": calls["raw_tokens"],
+            "wall_s": round(float(wall), 2) if wall is not None else None,
+        }
+
     def summary_reduction(self, partition_key: str, compressor_model: str, prompt_version: str) -> dict[str, Any]:
         """Context reduction of one summary version (view ``context_reduction_by_summary_version``):
         tool_calls, raw_tokens, injected_tokens, reduction_pct (None when nothing raw)."""

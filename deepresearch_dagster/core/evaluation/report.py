@@ -1,0 +1,178 @@
+"""An evaluation as text: the per-item table (100 columns), the summary, ``eval.md`` and the
+item-by-item comparison of two evaluations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .run import ANSWER_FIGURES, Evaluation
+from .score import ItemScore
+
+__all__ = ["compare", "compare_lines", "evaluation_markdown", "item_line", "summary_lines", "table_lines"]
+
+WIDTH = 100
+_SHORT = {"answer_in_report": "report", "answer_in_findings": "findings", "answer_in_memory": "memory",
+          "answer_in_raw": "raw"}  # fmt: skip
+_CATEGORY = {"answer": "answer", "yes_no": "yes/no", "non_verbatim": "reworded", "in_question": "in-quest",
+             "facts": "facts", "judge_only": "judge"}  # fmt: skip
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _yes(value: bool | None) -> str:
+    return "-" if value is None else ("yes" if value else "no")
+
+
+def _num(value: float | int | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def item_line(index: int, total: int, score: ItemScore) -> str:
+    """The progress line of one item (fits 100 columns)."""
+    head = f"[{index}/{total}] {_cut(score.id, 34)}"
+    if score.status == "failed":
+        return _cut(f"{head} failed: {score.reason}", WIDTH)
+    parts = [f"{_SHORT[f]} {_yes(getattr(score, f))}" for f in ANSWER_FIGURES if getattr(score, f) is not None]
+    if score.facts_total:
+        parts.append(f"facts {score.facts_found}/{score.facts_total}")
+    parts.append("resumed" if score.resumed else f"{_num(score.wall_s, 1)} s")
+    return _cut(f"{head}  " + " · ".join(parts), WIDTH)
+
+
+_HEADER = (
+    f"{'item':<26} {'split':<7} {'kind':<8} {'rep':>3} {'fnd':>3} {'mem':>3} {'raw':>3} "
+    f"{'facts':>5} {'stale':>5} {'cit ok/rm':>9} {'unc':>3} {'tokens':>8} {'wall s':>6}"
+)
+
+
+def _row(s: ItemScore) -> str:
+    if s.status == "failed":
+        return _cut(f"{_cut(s.id, 26):<26} {s.split:<7} failed: {s.reason}", WIDTH)
+    facts = f"{s.facts_found}/{s.facts_total}" if s.facts_total else "-"
+    return (
+        f"{_cut(s.id, 26):<26} {s.split:<7} {_CATEGORY.get(s.category, s.category):<8} "
+        f"{_yes(s.answer_in_report):>3} {_yes(s.answer_in_findings):>3} {_yes(s.answer_in_memory):>3} "
+        f"{_yes(s.answer_in_raw):>3} {facts:>5} {s.stale:>5} "
+        f"{f'{s.verified_citations}/{s.removed_citations}':>9} {s.uncited_sentences:>3} "
+        f"{_num(s.tokens):>8} {_num(s.wall_s, 1):>6}"
+    )
+
+
+def table_lines(evaluation: Evaluation) -> list[str]:
+    return [_HEADER, "-" * len(_HEADER), *(_row(s) for s in evaluation.items)]
+
+
+def _share(group: dict[str, Any], name: str) -> str:
+    pct = group.get(f"{name}_pct")
+    return f"{group[name]}/{group['answerable']}" + (f" ({pct:.0f} %)" if pct is not None else "")
+
+
+def _group_line(label: str, group: dict[str, Any]) -> str:
+    parts = [f"{label}: {group['scored']} scored"]
+    if group["failed"]:
+        parts.append(f"{group['failed']} failed")
+    if group["answerable"]:
+        parts += [f"{_SHORT[f]} {_share(group, f)}" for f in ANSWER_FIGURES]
+    if group["facts_total"]:
+        parts.append(f"facts {group['facts_found']}/{group['facts_total']}")
+    return _cut(" · ".join(parts), WIDTH)
+
+
+def summary_lines(evaluation: Evaluation) -> list[str]:
+    s = evaluation.summary
+    lines = [_group_line("plain-answer items", s)]
+    for split, group in s["by_split"].items():
+        lines.append(_group_line(f"  {'development' if split == 'dev' else 'held-out'} split", group))
+    for category, group in s["by_category"].items():
+        if category not in ("answer",):
+            lines.append(_group_line(f"  {_CATEGORY.get(category, category)} (apart)", group))
+    dollars = "unpriced" if s["dollars"] is None else f"${s['dollars']:,.4f}"
+    lines.append(
+        f"citations verified {s['verified_citations']} · removed {s['removed_citations']} · uncited sentences "
+        f"{s['uncited_sentences']} · stale {s['stale']} · tokens {s['tokens']:,} · {dollars} · "
+        f"{s['tool_calls']} tool calls · {s['wall_s']:,.0f} s"
+    )
+    if s["fallbacks"]:
+        lines.append("fallbacks: " + ", ".join(f"{r} {n}" for r, n in s["fallbacks"].items()))
+    if evaluation.recompress:
+        r = evaluation.recompress
+        lines.append(
+            f"recompress {r['compressor']}/{r['prompt_version']}: memory keeps the answer "
+            f"{r['kept']}/{r['answerable']} (was {r['kept_before']}) · injected tokens {r['injected_tokens']:,} "
+            f"(was {r['injected_tokens_before']:,}) · tool calls made {r['tool_calls_made']}"
+        )
+    return [_cut(line, WIDTH) for line in lines]
+
+
+def evaluation_markdown(evaluation: Evaluation) -> str:
+    config = evaluation.config
+    lines = [
+        f"# Evaluation {evaluation.key}",
+        "",
+        f"- suite: `{evaluation.suite}`",
+        f"- engine: {evaluation.engine}" + (f" · models: {evaluation.models}" if evaluation.models else ""),
+        f"- corpus: `{config.corpus}`" if config.corpus else "- corpus: each item's own",
+        "",
+        "rep: a gold answer in report.md · fnd: in a cited finding · mem: in the working memory · raw: in a raw",
+        "tool output. yes/no, reworded and in-question items are reported apart (string presence cannot",
+        "judge them). Development and held-out halves are fixed by the item id (core/evaluation/suite.py).",
+        "",
+        "## Summary",
+        "",
+        *(f"- {line.strip()}" for line in summary_lines(evaluation)),
+        "",
+        "## Items",
+        "",
+        "```",
+        *table_lines(evaluation),
+        "```",
+    ]
+    if evaluation.failures:
+        lines += ["", "## Suite lines not read", ""]
+        lines += [f"- line {f.line or '-'} ({f.id or 'no id'}): {f.reason}" for f in evaluation.failures]
+    return "\n".join(lines) + "\n"
+
+
+# -- comparison -------------------------------------------------------------------------------
+
+_COMPARED = (*ANSWER_FIGURES, "facts_found", "stale", "removed_citations", "uncited_sentences", "tokens")
+
+
+def compare(a: Evaluation, b: Evaluation) -> dict[str, Any]:
+    """Item by item (by id): the figures that changed from ``a`` to ``b``, and both summaries."""
+    before = {s.id: s for s in a.items}
+    changes = []
+    for item in b.items:
+        old = before.get(item.id)
+        if old is None:
+            changes.append({"id": item.id, "change": "only in B"})
+            continue
+        diff = {
+            f: [getattr(old, f), getattr(item, f)] for f in _COMPARED if getattr(old, f) != getattr(item, f)
+        }
+        if old.status != item.status:
+            diff["status"] = [old.status, item.status]
+        if diff:
+            changes.append({"id": item.id, "change": diff})
+    changes += [{"id": i, "change": "only in A"} for i in before if i not in {s.id for s in b.items}]
+    keys = [*ANSWER_FIGURES, "facts_found", "stale", "removed_citations", "uncited_sentences", "tokens", "wall_s"]
+    summary = {k: [a.summary.get(k), b.summary.get(k)] for k in keys}
+    return {"a": a.key, "b": b.key, "summary": summary, "items": changes}
+
+
+def compare_lines(result: dict[str, Any]) -> list[str]:
+    lines = [f"A {result['a']}", f"B {result['b']}", "", f"{'figure':<22} {'A':>12} {'B':>12} {'change':>10}"]
+    for name, (x, y) in result["summary"].items():
+        delta = "" if x is None or y is None else f"{y - x:+,.1f}".replace(".0", "")
+        lines.append(f"{name:<22} {_num(x, 1 if isinstance(x, float) else 0):>12} "
+                     f"{_num(y, 1 if isinstance(y, float) else 0):>12} {delta:>10}")  # fmt: skip
+    lines.append("")
+    if not result["items"]:
+        lines.append("no item changed")
+    for change in result["items"]:
+        what = change["change"]
+        text = what if isinstance(what, str) else ", ".join(f"{k} {v[0]}→{v[1]}" for k, v in what.items())
+        lines.append(_cut(f"{_cut(change['id'], 30)}: {text}", WIDTH))
+    return lines

@@ -1,0 +1,213 @@
+"""Score one finished research against a suite item, from its stored artifacts only.
+
+Nothing is re-run and nothing is fetched: the report (``report.md``, ``report.json``), the raw
+tool outputs (the plan folder), the working memory (the summaries injected into the
+conversation) and the lineage rows already hold everything a figure needs.
+
+- ``answer_in_report``: a gold answer anywhere in ``report.md``;
+  ``answer_in_findings``: in a sentence of the cited sections (executive summary, key findings,
+  analysis, answer), headings and the echoed question left out — what a reader takes away;
+- ``answer_in_memory``: in what compression injected (titles, summaries, extractions of the
+  useful summaries), so a loss between memory and report shows apart from a retrieval miss;
+- ``answer_in_raw``: in any raw tool output (retrieval alone);
+- ``facts_found``: gold facts in the report body (before the references);
+- ``stale``: stale figures stated in a report line that does not mark them as older;
+- ``uncited_sentences``: sentences of the executive summary and key findings without ``[n]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ..naming import plan_folder
+from ..text import split_sentences
+from .matching import Haystack, any_in, contains
+from .suite import Fact, SuiteItem
+
+__all__ = ["ItemScore", "ReportParts", "raw_text", "read_report", "score_item", "working_memory_text"]
+
+# Sections whose sentences are claims a reader takes away (core/roles/reporter.py: CITED, plus
+# the direct answer of a question answered without tools).
+CLAIM_SECTIONS = ("executive summary", "key findings", "analysis", "answer")
+# Sentences that must carry a citation (the issue's contract for every writer).
+MUST_CITE = ("executive summary", "key findings")
+_CITATION = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
+# A bold lead opening a paragraph (``**The question, restated.**``) introduces; it states nothing.
+_BOLD_LEAD = re.compile(r"^\*\*[^*]+\*\*\s*")
+# ``… Lilu. [1] A lilu …``: the citation belongs to the sentence before it, not to the next one.
+_CITATION_AFTER_END = re.compile(r"([.!?])((?:\s*\[\d+(?:\s*,\s*\d+)*\])+)")
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
+# A line that calls a figure older, not current (the private-document benchmark's reading).
+_STALE_NOTE = re.compile(r"supersed|outdated|archiv|previous|earlier|older|stale|no longer|formerly", re.I)
+
+
+class ItemScore(BaseModel):
+    id: str
+    question: str
+    category: str
+    split: str
+    partition_key: str | None = None
+    status: str = "scored"  # scored | failed
+    reason: str | None = None
+    answer_in_report: bool | None = None
+    answer_in_findings: bool | None = None
+    answer_in_memory: bool | None = None
+    answer_in_raw: bool | None = None
+    facts_found: int = 0
+    facts_total: int = 0
+    facts_missing: list[str] = Field(default_factory=list)
+    stale: int = 0
+    stale_stated: list[str] = Field(default_factory=list)
+    verified_citations: int = 0
+    removed_citations: int = 0
+    uncited_sentences: int = 0
+    tokens: int = 0
+    tokens_by_role: dict[str, dict[str, int]] = Field(default_factory=dict)
+    dollars: float | None = None
+    wall_s: float | None = None
+    tool_calls: int = 0
+    raw_tokens: int = 0
+    injected_tokens: int = 0
+    fallbacks: dict[str, int] = Field(default_factory=dict)
+    engine: str | None = None
+    models: dict[str, str] = Field(default_factory=dict)
+    prompt_versions: dict[str, str] = Field(default_factory=dict)
+    resumed: bool = False
+    judge: dict[str, Any] | None = None
+
+
+class ReportParts(BaseModel):
+    """``report.md`` read as a reader reads it: the sentences of each section."""
+
+    markdown: str
+    question: str
+    sections: dict[str, list[str]]
+
+    def sentences(self, names: tuple[str, ...]) -> list[str]:
+        return [s for name in names for s in self.sections.get(name, [])]
+
+
+def read_report(markdown: str, question: str) -> ReportParts:
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in markdown.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("## "):
+            current = sections.setdefault(stripped[3:].strip().lower(), [])
+            continue
+        if current is None or not stripped or stripped.startswith("#"):
+            continue  # the title, the echoed question, sub-headings
+        text = _BOLD_LEAD.sub("", _BULLET.sub("", stripped))
+        text = _CITATION_AFTER_END.sub(lambda m: f"{m.group(2)}{m.group(1)}", text)
+        current.extend(s for s in split_sentences(text) if s)
+    return ReportParts(markdown=markdown, question=question, sections=sections)
+
+
+def uncited(parts: ReportParts) -> list[str]:
+    return [s for s in parts.sentences(MUST_CITE) if not _CITATION.search(s)]
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string of a JSON value (raw search listings are JSON; their text is in the strings)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def raw_text(raw_dir: Path) -> str:
+    """Every raw tool output of a research as one text."""
+    texts = []
+    for path in sorted(raw_dir.glob("*")) if raw_dir.is_dir() else []:
+        if not path.is_file() or path.is_symlink():
+            continue
+        text = path.read_text("utf-8", errors="replace")
+        if path.suffix == ".json":
+            with contextlib.suppress(json.JSONDecodeError):
+                text = "\n".join(_strings(json.loads(text)))
+        texts.append(text)
+    return "\n".join(texts)
+
+
+def working_memory_text(bundle: dict[str, Any]) -> tuple[str, int]:
+    """What compression injected (useful summaries only) and its injected tokens."""
+    parts, tokens = [], 0
+    for summary in bundle.get("summaries", []):
+        result = summary.get("result") or {}
+        if not result.get("is_useful"):
+            continue
+        tokens += int(summary.get("injected_tokens") or 0)
+        parts.extend([result.get("summary_title", ""), result.get("summary", ""), *result.get("extraction", [])])
+    return "\n".join(parts), tokens
+
+
+def _fact_found(fact: str | Fact, body: Haystack) -> bool:
+    return fact.found_in(body.original) if isinstance(fact, Fact) else contains(body, fact)
+
+
+def _fact_name(fact: str | Fact) -> str:
+    return fact.fact if isinstance(fact, Fact) else fact
+
+
+def _stale_lines(item: SuiteItem, body: str) -> list[str]:
+    stated = []
+    lines = [line for line in body.splitlines() if not _STALE_NOTE.search(line)]
+    for stale in item.stale:
+        if any(_fact_found(stale, Haystack(line)) for line in lines):
+            stated.append(_fact_name(stale))
+    return stated
+
+
+def score_item(
+    item: SuiteItem,
+    split: str,
+    partition_dir: Path,
+    figures: dict[str, Any] | None = None,
+    bundle_file: str = "compressed_summaries.json",
+) -> ItemScore:
+    """The scores of one researched item; ``figures`` are its lineage figures
+    (:meth:`LineageStore.evaluation_figures`), ``bundle_file`` the summary version scored as the
+    working memory (a compressor replay scores its own)."""
+    report = json.loads((partition_dir / "report.json").read_text("utf-8"))
+    markdown = (partition_dir / "report.md").read_text("utf-8")
+    plan = json.loads((partition_dir / "plan.json").read_text("utf-8"))
+    bundle = json.loads((partition_dir / bundle_file).read_text("utf-8"))
+    parts = read_report(markdown, item.question)
+    memory, injected = working_memory_text(bundle)
+    body = markdown.split("\n## References", 1)[0]
+    findings = "\n".join(parts.sentences(CLAIM_SECTIONS))
+    answers = item.answers
+    score = ItemScore(
+        id=item.id,
+        question=item.question,
+        category=item.category,
+        split=split,
+        partition_key=report.get("partition_key") or partition_dir.name,
+        answer_in_report=any_in(markdown, answers) if answers else None,
+        answer_in_findings=any_in(findings, answers) if answers else None,
+        answer_in_memory=any_in(memory, answers) if answers else None,
+        answer_in_raw=any_in(raw_text(partition_dir / plan_folder(plan["plan_title"])), answers) if answers else None,
+        facts_total=len(item.facts),
+        verified_citations=int(report.get("verified_citations", 0)),
+        removed_citations=int(report.get("unverified_citations", 0)),
+        uncited_sentences=len(uncited(parts)),
+        injected_tokens=injected,
+        fallbacks={k: int(v) for k, v in (report.get("fallbacks") or {}).items() if v},
+        prompt_versions={"compressor": bundle.get("prompt_version", "")},
+    )
+    missing = [_fact_name(f) for f in item.facts if not _fact_found(f, Haystack(body))]
+    score.facts_found, score.facts_missing = len(item.facts) - len(missing), missing
+    score.stale_stated = _stale_lines(item, body)
+    score.stale = len(score.stale_stated)
+    if figures:
+        score = score.model_copy(update=figures)
+    return score
