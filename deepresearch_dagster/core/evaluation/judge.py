@@ -43,7 +43,7 @@ from ..store.artifacts import atomic_write_bytes
 from ..store.lineage import LineageStore
 from ..text import estimate_tokens
 from ..web.deadline import deadline
-from .score import CLAIM_SECTIONS, ItemScore, read_report
+from .score import CLAIM_SECTIONS, ItemScore, _strings, read_report
 from .suite import SuiteItem
 
 __all__ = ["MAX_CLAIMS", "AnswerVerdict", "ClaimVerdict", "Judge", "excerpt", "judge_for", "select_claims"]
@@ -342,8 +342,6 @@ def _readable(path: Path) -> str:
     """The raw artifact as text; a JSON listing (search results) as its strings, one a line."""
     text = path.read_text("utf-8", errors="replace")
     if path.suffix == ".json":
-        from .score import _strings
-
         try:
             return "\n".join(_strings(json.loads(text)))
         except (json.JSONDecodeError, RecursionError):

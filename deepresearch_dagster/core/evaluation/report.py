@@ -42,17 +42,17 @@ def item_line(index: int, total: int, score: ItemScore) -> str:
 
 
 _HEADER = (
-    f"{'item':<26} {'split':<7} {'kind':<8} {'rep':>3} {'fnd':>3} {'mem':>3} {'raw':>3} "
+    f"{'item':<24} {'split':<7} {'kind':<8} {'rep':>3} {'fnd':>3} {'mem':>3} {'raw':>3} "
     f"{'facts':>5} {'stale':>5} {'cit ok/rm':>9} {'unc':>3} {'tokens':>8} {'wall s':>6}"
 )
 
 
 def _row(s: ItemScore) -> str:
     if s.status == "failed":
-        return _cut(f"{_cut(s.id, 26):<26} {s.split:<7} failed: {s.reason}", WIDTH)
+        return _cut(f"{_cut(s.id, 24):<24} {s.split:<7} failed: {s.reason}", WIDTH)
     facts = f"{s.facts_found}/{s.facts_total}" if s.facts_total else "-"
     return (
-        f"{_cut(s.id, 26):<26} {s.split:<7} {_CATEGORY.get(s.category, s.category):<8} "
+        f"{_cut(s.id, 24):<24} {s.split:<7} {_CATEGORY.get(s.category, s.category):<8} "
         f"{_yes(s.answer_in_report):>3} {_yes(s.answer_in_findings):>3} {_yes(s.answer_in_memory):>3} "
         f"{_yes(s.answer_in_raw):>3} {facts:>5} {s.stale:>5} "
         f"{f'{s.verified_citations}/{s.removed_citations}':>9} {s.uncited_sentences:>3} "
@@ -149,9 +149,7 @@ def compare(a: Evaluation, b: Evaluation) -> dict[str, Any]:
         if old is None:
             changes.append({"id": item.id, "change": "only in B"})
             continue
-        diff = {
-            f: [getattr(old, f), getattr(item, f)] for f in _COMPARED if getattr(old, f) != getattr(item, f)
-        }
+        diff = {f: [getattr(old, f), getattr(item, f)] for f in _COMPARED if getattr(old, f) != getattr(item, f)}
         if old.status != item.status:
             diff["status"] = [old.status, item.status]
         if diff:
