@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from deepresearch_dagster.core.errors import SuiteError
 from deepresearch_dagster.core.evaluation.matching import Haystack, any_in, contains, normalize
 from deepresearch_dagster.core.evaluation.report import compare, summary_lines, table_lines
-from deepresearch_dagster.core.evaluation.run import Evaluation, EvalConfig, summarize
+from deepresearch_dagster.core.evaluation.run import EvalConfig, Evaluation, summarize
 from deepresearch_dagster.core.evaluation.score import read_report, score_item, uncited
 from deepresearch_dagster.core.evaluation.suite import IMPORTERS, SuiteItem, load_suite, split_of
 
@@ -92,12 +92,9 @@ def test_answer_in_references_only_is_in_the_report_but_not_a_finding(tmp_path: 
 
 def test_stale_figure_stated_as_current_and_marked_as_older(tmp_path: Path) -> None:
     item = SuiteItem(id="s", question="How many members?", facts=["20,700 members"], stale=["19,850"])
-    current = research_folder(
-        tmp_path / "a", ["## Key findings", "", "- Membership reached 20700 members. [1]", "- It had 19 850. [2]"], [], {}
-    )
-    marked = research_folder(
-        tmp_path / "b", ["## Key findings", "", "- 20,700 members. [1]", "- Superseded: 19,850 in October. [2]"], [], {}
-    )
+    current = ["## Key findings", "", "- Membership reached 20700 members. [1]", "- It had 19 850. [2]"]
+    marked = ["## Key findings", "", "- 20,700 members. [1]", "- Superseded: 19,850 in October. [2]"]
+    current, marked = research_folder(tmp_path / "a", current, [], {}), research_folder(tmp_path / "b", marked, [], {})
     first, second = score_item(item, "dev", current), score_item(item, "dev", marked)
     assert (first.facts_found, first.stale, first.stale_stated) == (1, 1, ["19,850"])
     assert (second.facts_found, second.stale) == (1, 0)

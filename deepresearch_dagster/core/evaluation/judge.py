@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..config import ResearchSettings
 from ..errors import ConfigError, redact
-from ..llm.openai_engine import _deadline_transport, retry_after_seconds, server_message
+from ..llm.openai_engine import retry_after_seconds, sdk_deadline_transport, server_message
 from ..llm.prompts import render
 from ..llm.structured import INVALID_DIR, parse_json_object
 from ..naming import plan_folder, short_hash
@@ -43,7 +43,7 @@ from ..store.artifacts import atomic_write_bytes
 from ..store.lineage import LineageStore
 from ..text import estimate_tokens
 from ..web.deadline import deadline
-from .score import CLAIM_SECTIONS, ItemScore, _strings, read_report
+from .score import CLAIM_SECTIONS, ItemScore, json_strings, read_report
 from .suite import SuiteItem
 
 __all__ = ["MAX_CLAIMS", "AnswerVerdict", "ClaimVerdict", "Judge", "excerpt", "judge_for", "select_claims"]
@@ -111,7 +111,7 @@ class Judge:
             api_key=key or "not-needed",
             timeout=self.timeout,
             max_retries=0,
-            http_client=openai.DefaultHttpxClient(transport=_deadline_transport()),
+            http_client=openai.DefaultHttpxClient(transport=sdk_deadline_transport()),
         )
         self.base_url = str(self.client.base_url)
         self.run_id = f"judge-{short_hash(f'{model}|{uuid.uuid4().hex}')}"
@@ -343,7 +343,7 @@ def _readable(path: Path) -> str:
     text = path.read_text("utf-8", errors="replace")
     if path.suffix == ".json":
         try:
-            return "\n".join(_strings(json.loads(text)))
+            return "\n".join(json_strings(json.loads(text)))
         except (json.JSONDecodeError, RecursionError):
             pass
     return text

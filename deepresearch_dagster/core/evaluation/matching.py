@@ -67,6 +67,11 @@ def usable(golds: list[str]) -> list[str]:
     return kept or golds
 
 
-def any_in(hay: Haystack | str, golds: list[str]) -> bool:
+def first_in(hay: Haystack | str, golds: list[str]) -> str | None:
+    """The first gold alias found (shown with the score, so a reader can check it)."""
     hay = hay if isinstance(hay, Haystack) else Haystack(hay)
-    return any(contains(hay, g) for g in usable(golds))
+    return next((g for g in usable(golds) if contains(hay, g)), None)
+
+
+def any_in(hay: Haystack | str, golds: list[str]) -> bool:
+    return first_in(hay, golds) is not None

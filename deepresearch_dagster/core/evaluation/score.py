@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from ..naming import plan_folder
 from ..text import split_sentences
-from .matching import Haystack, any_in, contains
+from .matching import Haystack, any_in, contains, first_in
 from .suite import Fact, SuiteItem
 
 __all__ = ["ItemScore", "ReportParts", "raw_text", "read_report", "score_item", "working_memory_text"]
@@ -56,6 +56,7 @@ class ItemScore(BaseModel):
     status: str = "scored"  # scored | failed
     reason: str | None = None
     answer_in_report: bool | None = None
+    answer_matched: str | None = Field(default=None, description="the gold alias found in report.md")
     answer_in_findings: bool | None = None
     answer_in_memory: bool | None = None
     answer_in_raw: bool | None = None
@@ -113,14 +114,14 @@ def uncited(parts: ReportParts) -> list[str]:
     return [s for s in parts.sentences(MUST_CITE) if not _CITATION.search(s)]
 
 
-def _strings(value: Any) -> list[str]:
+def json_strings(value: Any) -> list[str]:
     """Every string of a JSON value (raw search listings are JSON; their text is in the strings)."""
     if isinstance(value, str):
         return [value]
     if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
+        return [s for v in value.values() for s in json_strings(v)]
     if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
+        return [s for v in value for s in json_strings(v)]
     return []
 
 
@@ -133,7 +134,7 @@ def raw_text(raw_dir: Path) -> str:
         text = path.read_text("utf-8", errors="replace")
         if path.suffix == ".json":
             with contextlib.suppress(json.JSONDecodeError):
-                text = "\n".join(_strings(json.loads(text)))
+                text = "\n".join(json_strings(json.loads(text)))
         texts.append(text)
     return "\n".join(texts)
 
@@ -193,6 +194,7 @@ def score_item(
         split=split,
         partition_key=report.get("partition_key") or partition_dir.name,
         answer_in_report=any_in(markdown, answers) if answers else None,
+        answer_matched=first_in(markdown, answers) if answers else None,
         answer_in_findings=any_in(findings, answers) if answers else None,
         answer_in_memory=any_in(memory, answers) if answers else None,
         answer_in_raw=any_in(raw_text(partition_dir / plan_folder(plan["plan_title"])), answers) if answers else None,

@@ -245,7 +245,7 @@ def degenerate(text: str, prompt: str) -> bool:
     return len(tail) == ECHO_CHARS and tail in prompt
 
 
-def _deadline_transport() -> Any:
+def sdk_deadline_transport() -> Any:
     """The deadline transport for the HTTP stack this openai SDK is built on (httpx before
     openai 3, httpx2 since)."""
     import httpx
@@ -389,7 +389,7 @@ class OpenAIEngine:
             api_key=api_key or "not-needed",
             timeout=timeout,
             max_retries=0,
-            http_client=openai.DefaultHttpxClient(transport=_deadline_transport()),
+            http_client=openai.DefaultHttpxClient(transport=sdk_deadline_transport()),
         )
         self.base_url = str(self.client.base_url)
         self.timeout = timeout
