@@ -14,7 +14,6 @@ import os
 import socket
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from .core.errors import ResearchInterrupted
 from .core.store.artifacts import atomic_write_bytes
 from .core.store.lineage import LineageStore
 from .defs.partitions import RESEARCH_PARTITIONS_NAME, ensure_partition
+from .defs.runs import HOST_TAG, PID_TAG, QUIET_LOGS, RunOutcome, execute
 
 STORAGE_READY = ".deepresearch_storage_ready"
 
@@ -49,14 +49,6 @@ def init_instance_storage(home: Path) -> None:
 
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-# Dagster's console logger prints step failures with stack traces; the CLI prints one line instead.
-QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-# In-process runs carry the process that runs them, so a later command can tell a dead run
-# (killed, machine rebooted) from a live one: Dagster's run monitoring only watches runs that
-# a run launcher started, not ``execute_in_process``.
-PID_TAG, HOST_TAG = "deepresearch/pid", "deepresearch/host"
-
-
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -102,38 +94,6 @@ def ensure_instance() -> DagsterInstance:
     return DagsterInstance.get()
 
 
-def failure_reasons(events: list[Any]) -> list[str]:
-    """The user-facing description of each failed step (a Failure's text, else the error)."""
-    reasons = []
-    for event in events:
-        if not event.is_step_failure:
-            continue
-        data = event.step_failure_data
-        if data.user_failure_data and data.user_failure_data.description:
-            reasons.append(data.user_failure_data.description)
-        elif data.error and data.error.cls_name == "DagsterExecutionInterruptedError":
-            # Dagster raised the interrupt itself at a step boundary.
-            reasons.append(f"{event.step_key} failed: {ResearchInterrupted.MESSAGE}")
-        elif data.error and data.error.message.startswith("Exceeded max_retries") and data.error.cause:
-            # Retries ran out: say what each attempt met, not only that they ran out.
-            cause = data.error.cause.message.strip().splitlines()[0]
-            reasons.append(f"{cause} ({data.error.message.strip().replace('Exceeded', 'after')})")
-        elif data.error:
-            reasons.append(data.error.message.strip())
-    return reasons
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    success: bool
-    run_id: str
-    # The last failed step's user-facing reason ("" on success).
-    message: str = ""
-    reasons: list[str] = field(default_factory=list)
-    # Every event of the run (asset checks, materializations) for callers that inspect it.
-    events: list[Any] = field(default_factory=list, repr=False)
-
-
 def _run_lineage_session(definitions: Definitions, lineage: LineageStore | None) -> AbstractContextManager[None]:
     duckdb = (definitions.resources or {}).get("duckdb")
     database = getattr(duckdb, "database", None)
@@ -171,27 +131,21 @@ def run_job(
     # One lineage session for the whole run: its ops (all in this process) share one DuckDB
     # connection instead of opening one each; it is let go whenever another process waits.
     with _run_lineage_session(definitions, lineage):
-        result = definitions.resolve_job_def(job_name).execute_in_process(
-            partition_key=partition_key,
-            instance=instance,
-            raise_on_error=False,
-            run_config=run_config,
-            tags={**(tags or {}), PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()},
-        )
-    reasons = [] if result.success else failure_reasons(result.all_events)
-    message = "" if result.success else (reasons[-1] if reasons else "unknown error")
-    return RunOutcome(result.success, result.run_id, message, reasons, list(result.all_events))
+        return execute(definitions, job_name, partition_key, instance, run_config, tags)
 
 
 def research_runner(
     instance: DagsterInstance, lineage: LineageStore, tags: dict[str, str] | None = None
 ) -> Callable[[str], str | None]:
     """An evaluation's researcher: ``research_job`` for one (registered) partition through the
-    real Dagster instance; returns the failure's one-line reason, or ``None``."""
+    real Dagster instance; returns the failure's one-line reason, or ``None``. An interrupted
+    run (Ctrl-C, SIGTERM) stops the evaluation instead of failing one item."""
     from .core.errors import redact
 
     def research(partition_key: str) -> str | None:
         outcome = run_job("research_job", partition_key, instance, tags=tags, lineage=lineage)
+        if outcome.interrupted:
+            raise ResearchInterrupted()
         return None if outcome.success else redact(outcome.message or "the research failed")
 
     return research

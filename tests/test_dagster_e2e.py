@@ -14,7 +14,8 @@ from deepresearch_dagster.core.store.artifacts import ArtifactStore, sha256_byte
 from deepresearch_dagster.core.store.lineage import LineageStore
 from deepresearch_dagster.definitions import build_definitions
 from deepresearch_dagster.defs.partitions import RESEARCH_PARTITIONS_NAME
-from deepresearch_dagster.launcher import failure_reasons, run_job
+from deepresearch_dagster.defs.runs import failure_reasons
+from deepresearch_dagster.launcher import run_job
 from tests.conftest import make_dagster_home
 
 QUESTION = "What limits solid-state battery manufacturing, and how are companies scaling production?"

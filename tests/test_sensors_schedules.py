@@ -16,8 +16,8 @@ from deepresearch_dagster.core.requests import RequestError, RequestQueue
 from deepresearch_dagster.core.store.lineage import LineageStore
 from deepresearch_dagster.definitions import build_definitions
 from deepresearch_dagster.defs.partitions import RESEARCH_PARTITIONS_NAME
+from deepresearch_dagster.defs.runs import failure_reasons
 from deepresearch_dagster.defs.schedules import recurring_schedules
-from deepresearch_dagster.launcher import failure_reasons
 from tests.conftest import FIXTURES
 
 QUESTION = "How do sodium-ion batteries work and what do they cost?"

@@ -15,8 +15,9 @@ from deepresearch_dagster.core.store.lineage import LineageStore
 from deepresearch_dagster.defs.build import build_definitions
 from deepresearch_dagster.defs.jobs import PARTITION_TAG, SAMPLE_QUESTION
 from deepresearch_dagster.defs.partitions import RESEARCH_PARTITIONS_NAME
+from deepresearch_dagster.defs.runs import failure_reasons
 from deepresearch_dagster.defs.sensors import start_research_sensor
-from deepresearch_dagster.launcher import ensure_instance, failure_reasons, run_job
+from deepresearch_dagster.launcher import ensure_instance, run_job
 
 QUESTION = "Sodium-ion batteries: how do they work, and what do they cost (per kWh)? [2026]"
 

@@ -14,7 +14,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .common import ENGINE_HELP, EXIT_FAILED, EXIT_OK, UsageError, live_progress, say, settings_from_args
+from .common import (
+    ENGINE_HELP,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    UsageError,
+    live_progress,
+    say,
+    settings_from_args,
+)
 
 USAGE = "eval SUITE [options] | eval compare A B | eval import FORMAT SOURCE OUT"
 
@@ -89,25 +98,34 @@ def _config(args: argparse.Namespace, suite: str) -> Any:
 def _evaluate(args: argparse.Namespace, suite: str) -> int:
     config = _config(args, suite)
     settings = settings_from_args(args)
-    from ..core.evaluation.report import summary_lines, table_lines
-    from ..core.evaluation.run import evaluation_dir, write_evaluation
+    from ..core.evaluation.report import summary_lines, table_lines, write_evaluation
+    from ..core.evaluation.run import evaluation_dir
     from ..core.evaluation.suite import load_suite
 
     loaded = load_suite(config.suite)  # a suite with no readable line fails here, before Dagster loads
     if not args.quiet:
         for failure in loaded.failures:
             say(f"skipped line {failure.line} ({failure.id or 'no id'}): {failure.reason}")
-    with live_progress(args.quiet, False, "loading Dagster"):
-        evaluation = _run(args, config, settings)
-    json_path, md_path = write_evaluation(evaluation, evaluation_dir(settings, evaluation.key))
+    from ..core.errors import ResearchInterrupted
+
+    try:
+        with live_progress(args.quiet, False, "loading Dagster"):
+            evaluation = _run(args, config, settings)
+    except ResearchInterrupted as exc:
+        print(f"evaluation {exc} (items already researched are resumed)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    folder = evaluation_dir(settings, evaluation.key)
+    write_evaluation(evaluation, folder)  # first: the asset reuses its judge verdicts
     _record_in_dagster(evaluation.key, config, args.quiet)
+    json_path, md_path = write_evaluation(evaluation, folder)  # this run's own figures (wall, resumed)
     if args.json:
         print(json.dumps({**evaluation.model_dump(mode="json"), "eval_json": str(json_path), "eval_md": str(md_path)}))
     else:
         print("\n".join(table_lines(evaluation)))
         print()
         print("\n".join(summary_lines(evaluation)))
-        print(f"evaluation {evaluation.key}: {json_path} and {md_path.name}")
+        print(f"evaluation {evaluation.key} (eval.json, eval.md):")
+        print(f"  {json_path.parent}")
     scored = [s for s in evaluation.items if s.status == "scored"]
     if not scored:
         print("error: every item failed (see the reasons above)", file=sys.stderr)

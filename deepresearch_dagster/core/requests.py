@@ -1,6 +1,7 @@
 """Research requests from outside a run: the request queue (a folder of request files that a
 Dagster sensor turns into partitions and runs) and recurring topics (``recurring.yaml``, one
-Dagster schedule each, one partition ``<slug>--YYYY-MM-DD`` per day).
+Dagster schedule each, one partition ``<slug>--YYYY-MM-DD`` per day) and recurring evaluations
+(one schedule per suite, re-run into its ``evaluations`` partition).
 
 Validation reuses the coordinator (questions) and ``ResearchSettings.with_options`` (option
 values), so a request rejected here would have failed the same way in ``deepresearch run``.
@@ -188,6 +189,14 @@ class RequestQueue:
 RECURRING_KEY = re.compile(r"^(?P<slug>[a-z0-9][a-z0-9-]*?)--(?P<date>\d{4}-\d{2}-\d{2})$")
 
 
+def _check_timezone(value: str) -> str:
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown time zone {value!r}") from exc
+    return value
+
+
 class RecurringTopic(_ValidatedQuestion):
     """One topic researched on a cron schedule; each run is a new dated partition."""
 
@@ -199,11 +208,7 @@ class RecurringTopic(_ValidatedQuestion):
     @field_validator("timezone")
     @classmethod
     def _timezone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(f"unknown time zone {value!r}") from exc
-        return value
+        return _check_timezone(value)
 
     @property
     def slug(self) -> str:
@@ -214,17 +219,60 @@ class RecurringTopic(_ValidatedQuestion):
         return recurring_key(self.slug, day)
 
 
+class RecurringEvaluation(BaseModel):
+    """One evaluation suite re-run on a cron schedule (every item researched again), so a
+    regression shows in the figures of its ``evaluations`` partition."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    suite: str = Field(min_length=1, description="suite file (JSONL), relative to recurring.yaml")
+    name: str | None = Field(default=None, description="schedule name slug; default: the suite file's name")
+    cron: str = "0 6 * * *"
+    timezone: str = "UTC"
+    status: Literal["running", "stopped"] = "stopped"
+    engine: Literal["auto", "offline", "openai"] | None = None
+    corpus: str | None = Field(default=None, description="one folder of documents for every item")
+    limit: int | None = Field(default=None, ge=1)
+    options: dict[str, Any] = Field(default_factory=dict, description="research size knobs (max_steps, ...)")
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        return _check_timezone(value)
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        misplaced = sorted({"engine", "corpus_dir"} & set(value))
+        if misplaced:
+            raise ValueError(f"{', '.join(misplaced)}: use the entry's own engine / corpus fields, not options")
+        try:
+            return validate_options(value)
+        except RequestError as exc:
+            raise ValueError(str(exc)) from exc
+
+    @property
+    def slug(self) -> str:
+        return slugify(self.name or Path(self.suite).stem, MAX_PARTITION_SLUG, sep="-", hash_on_cut=False)
+
+
 class RecurringConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     topics: list[RecurringTopic] = Field(default_factory=list)
+    evaluations: list[RecurringEvaluation] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _unique(self) -> RecurringConfig:
-        slugs = [t.slug for t in self.topics]
-        duplicates = sorted({s for s in slugs if slugs.count(s) > 1})
-        if duplicates:
-            raise ValueError(f"two topics share the partition slug {', '.join(duplicates)}; give one a 'key'")
+        kinds = (
+            (self.topics, "topics share the partition slug", "key"),
+            (self.evaluations, "evaluations share the schedule name", "name"),
+        )
+        for entries, what, field in kinds:
+            slugs = [e.slug for e in entries]
+            duplicates = sorted({s for s in slugs if slugs.count(s) > 1})
+            if duplicates:
+                raise ValueError(f"two {what} {', '.join(duplicates)}; give one a '{field}'")
         return self
 
 
@@ -250,11 +298,16 @@ def load_recurring(path: Path) -> RecurringConfig:
         return RecurringConfig()
     try:
         raw = yaml.safe_load(path.read_text("utf-8")) or {}
+        # A relative path (corpus folder, suite file) means relative to recurring.yaml, not to
+        # whoever loads it.
         for topic in raw.get("topics") or [] if isinstance(raw, dict) else []:
             options = topic.get("options") if isinstance(topic, dict) else None
-            # A relative corpus folder means relative to recurring.yaml, not to whoever loads it.
             if isinstance(options, dict) and isinstance(options.get("corpus_dir"), str):
                 options["corpus_dir"] = str((path.parent / options["corpus_dir"]).resolve())
+        for evaluation in raw.get("evaluations") or [] if isinstance(raw, dict) else []:
+            for name in ("suite", "corpus") if isinstance(evaluation, dict) else ():
+                if isinstance(evaluation.get(name), str) and evaluation[name].strip():
+                    evaluation[name] = str((path.parent / evaluation[name].strip()).resolve())
         return RecurringConfig.model_validate(raw)
     except yaml.YAMLError as exc:
         raise RequestError(f"{path}: cannot parse YAML: {exc}") from exc

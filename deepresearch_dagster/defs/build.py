@@ -5,6 +5,7 @@ from dagster import Definitions, in_process_executor
 from ..core.config import load_settings
 from .assets import research_assets
 from .checks import research_checks
+from .evaluations import evaluation_assets, evaluation_job
 from .jobs import all_jobs
 from .resources import default_resources
 from .schedules import recurring_schedules
@@ -17,11 +18,14 @@ def build_definitions(schedules: bool = True) -> Definitions:
     job needs no schedule, and a broken file must not stop it)."""
     settings = load_settings()
     return Definitions(
-        assets=research_assets,
+        # The evaluation asset researches its items through research_job of definitions built
+        # the same way (in its run's process, only when it runs).
+        assets=[*research_assets, *evaluation_assets(lambda: build_definitions(schedules=False))],
         asset_checks=research_checks,
-        jobs=all_jobs,
+        jobs=[*all_jobs, evaluation_job],
         sensors=[research_requests_sensor, start_research_sensor],
-        # One schedule per topic in recurring.yaml (DEEPRESEARCH_RECURRING), read at load time.
+        # One schedule per topic and per evaluation in recurring.yaml (DEEPRESEARCH_RECURRING),
+        # read at load time.
         schedules=recurring_schedules(path=settings.recurring_path) if schedules else [],
         resources=default_resources(settings),
         # One process per run: the loop and the mapped compression op share DuckDB without

@@ -3,12 +3,22 @@ item-by-item comparison of two evaluations."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from ..store.artifacts import atomic_write_bytes
 from .run import ANSWER_FIGURES, Evaluation
 from .score import ItemScore
 
-__all__ = ["compare", "compare_lines", "evaluation_markdown", "item_line", "summary_lines", "table_lines"]
+__all__ = [
+    "compare",
+    "compare_lines",
+    "evaluation_markdown",
+    "item_line",
+    "summary_lines",
+    "table_lines",
+    "write_evaluation",
+]
 
 WIDTH = 100
 _SHORT = {"answer_in_report": "report", "answer_in_findings": "findings", "answer_in_memory": "memory",
@@ -133,6 +143,14 @@ def evaluation_markdown(evaluation: Evaluation) -> str:
         lines += ["", "## Suite lines not read", ""]
         lines += [f"- line {f.line or '-'} ({f.id or 'no id'}): {f.reason}" for f in evaluation.failures]
     return "\n".join(lines) + "\n"
+
+
+def write_evaluation(evaluation: Evaluation, folder: Path) -> tuple[Path, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = folder / "eval.json", folder / "eval.md"
+    atomic_write_bytes(json_path, evaluation.model_dump_json(indent=2).encode("utf-8"))
+    atomic_write_bytes(md_path, evaluation_markdown(evaluation).encode("utf-8"))
+    return json_path, md_path
 
 
 # -- comparison -------------------------------------------------------------------------------

@@ -24,7 +24,6 @@ from pydantic import BaseModel, Field
 from ..config import ResearchSettings
 from ..errors import ResearchError, SuiteError
 from ..naming import short_hash, slugify
-from ..store.artifacts import atomic_write_bytes
 from ..store.lineage import LineageStore
 from .score import ItemScore, score_item
 from .suite import ItemFailure, Suite, SuiteItem, load_suite, split_of
@@ -270,16 +269,6 @@ def summarize(scores: list[ItemScore]) -> dict[str, Any]:
 
 def _ordered(scores: list[ItemScore], field: str) -> list[str]:
     return sorted({getattr(s, field) for s in scores})
-
-
-def write_evaluation(evaluation: Evaluation, folder: Path) -> tuple[Path, Path]:
-    from .report import evaluation_markdown
-
-    folder.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = folder / "eval.json", folder / "eval.md"
-    atomic_write_bytes(json_path, evaluation.model_dump_json(indent=2).encode("utf-8"))
-    atomic_write_bytes(md_path, evaluation_markdown(evaluation).encode("utf-8"))
-    return json_path, md_path
 
 
 def read_evaluation(path: str | Path, settings: ResearchSettings | None = None) -> Evaluation:

@@ -1,0 +1,81 @@
+"""Running one job for one partition in this process: the one place that calls
+``execute_in_process``. The launcher (CLI, schedules, tests, benchmarks) and the evaluation asset
+(which researches each item through ``research_job``) both use it; it needs no Definitions
+builder, so defs modules can use it without importing the launcher.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from dagster import DagsterInstance, Definitions
+
+from ..core.errors import ResearchInterrupted
+
+# Dagster's console logger prints step failures with stack traces; the CLI prints one line instead.
+QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+# In-process runs carry the process that runs them, so a later command can tell a dead run
+# (killed, machine rebooted) from a live one: Dagster's run monitoring only watches runs that
+# a run launcher started, not ``execute_in_process``.
+PID_TAG, HOST_TAG = "deepresearch/pid", "deepresearch/host"
+
+
+def failure_reasons(events: list[Any]) -> list[str]:
+    """The user-facing description of each failed step (a Failure's text, else the error)."""
+    reasons = []
+    for event in events:
+        if not event.is_step_failure:
+            continue
+        data = event.step_failure_data
+        if data.user_failure_data and data.user_failure_data.description:
+            reasons.append(data.user_failure_data.description)
+        elif data.error and data.error.cls_name == "DagsterExecutionInterruptedError":
+            # Dagster raised the interrupt itself at a step boundary.
+            reasons.append(f"{event.step_key} failed: {ResearchInterrupted.MESSAGE}")
+        elif data.error and data.error.message.startswith("Exceeded max_retries") and data.error.cause:
+            # Retries ran out: say what each attempt met, not only that they ran out.
+            cause = data.error.cause.message.strip().splitlines()[0]
+            reasons.append(f"{cause} ({data.error.message.strip().replace('Exceeded', 'after')})")
+        elif data.error:
+            reasons.append(data.error.message.strip())
+    return reasons
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    success: bool
+    run_id: str
+    # The last failed step's user-facing reason ("" on success).
+    message: str = ""
+    reasons: list[str] = field(default_factory=list)
+    # Every event of the run (asset checks, materializations) for callers that inspect it.
+    events: list[Any] = field(default_factory=list, repr=False)
+
+    @property
+    def interrupted(self) -> bool:
+        return ResearchInterrupted.MESSAGE in self.message
+
+
+def execute(
+    definitions: Definitions,
+    job_name: str,
+    partition_key: str,
+    instance: DagsterInstance,
+    run_config: dict[str, Any],
+    tags: dict[str, str] | None = None,
+) -> RunOutcome:
+    """``job_name`` for one (existing) partition, tagged with this process; never raises for a
+    failed step (the outcome says why)."""
+    result = definitions.resolve_job_def(job_name).execute_in_process(
+        partition_key=partition_key,
+        instance=instance,
+        raise_on_error=False,
+        run_config=run_config,
+        tags={**(tags or {}), PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()},
+    )
+    reasons = [] if result.success else failure_reasons(result.all_events)
+    message = "" if result.success else (reasons[-1] if reasons else "unknown error")
+    return RunOutcome(result.success, result.run_id, message, reasons, list(result.all_events))
