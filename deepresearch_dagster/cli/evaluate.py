@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -145,9 +146,14 @@ def _run(args: argparse.Namespace, config: Any, settings: Any) -> Any:
     key = evaluation_key(config, engine)
     tags = {"deepresearch/source": "eval", "deepresearch/evaluation": key}
 
+    # One line per item, not the researches' own progress lines (every tool call of every item):
+    # the progress handler above the spinner shows warnings only; the item lines are written as such.
+    log = logging.getLogger("deepresearch")
+    log.setLevel(logging.WARNING)
+
     def progress(index: int, total: int, score: Any) -> None:
         if not args.quiet:
-            say(item_line(index, total, score))
+            log.warning(item_line(index, total, score))
 
     judge = None
     if config.judge_model:

@@ -74,44 +74,45 @@ def table_lines(evaluation: Evaluation) -> list[str]:
     return [_HEADER, "-" * len(_HEADER), *(_row(s) for s in evaluation.items)]
 
 
-def _share(group: dict[str, Any], name: str) -> str:
+def _cell(group: dict[str, Any], name: str) -> str:
     pct = group.get(f"{name}_pct")
-    return f"{group[name]}/{group['answerable']}" + (f" ({pct:.0f} %)" if pct is not None else "")
+    return f"{group[name]}" + (f" ({pct:.0f} %)" if pct is not None else "")
 
 
-def _group_line(label: str, group: dict[str, Any]) -> str:
-    parts = [f"{label}: {group['scored']} scored"]
-    if group["failed"]:
-        parts.append(f"{group['failed']} failed")
-    if group["answerable"]:
-        parts += [f"{_SHORT[f]} {_share(group, f)}" for f in ANSWER_FIGURES]
-    if group["facts_total"]:
-        parts.append(f"facts {group['facts_found']}/{group['facts_total']}")
-    return _cut(" · ".join(parts), WIDTH)
+def _group_row(label: str, group: dict[str, Any]) -> str:
+    answers = [_cell(group, f) for f in ANSWER_FIGURES] if group["answerable"] else ["-"] * len(ANSWER_FIGURES)
+    failed = f"  {group['failed']} failed" if group["failed"] else ""
+    return f"{label:<24}{group['answerable']:>6}  " + "".join(f"{a:<12}" for a in answers).rstrip() + failed
 
 
 def summary_lines(evaluation: Evaluation) -> list[str]:
+    """The summary as a small table (answers found, by half and by kind) and two lines of totals."""
     s = evaluation.summary
-    lines = [_group_line("plain-answer items", s)]
+    lines = [f"{'':<24}{'items':>6}  " + "".join(f"{_SHORT[f]:<12}" for f in ANSWER_FIGURES).rstrip()]
+    lines.append(_group_row("plain answers", s))
     for split, group in s["by_split"].items():
-        lines.append(_group_line(f"  {'development' if split == 'dev' else 'held-out'} split", group))
+        lines.append(_group_row(f"  {'development' if split == 'dev' else 'held-out'} half", group))
     for category, group in s["by_category"].items():
-        if category not in ("answer",):
-            lines.append(_group_line(f"  {_CATEGORY.get(category, category)} (apart)", group))
+        if category != "answer" and group["answerable"]:
+            lines.append(_group_row(f"{_CATEGORY.get(category, category)} (apart)", group))
+    if s["facts_total"] or s["by_category"].get("facts"):
+        facts = sum(g["facts_found"] for g in s["by_category"].values())
+        total = sum(g["facts_total"] for g in s["by_category"].values())
+        lines.append(f"gold facts found {facts}/{total} · stale figures stated {s['stale']}")
     dollars = "unpriced" if s["dollars"] is None else f"${s['dollars']:,.4f}"
     lines.append(
-        f"citations verified {s['verified_citations']} · removed {s['removed_citations']} · uncited sentences "
-        f"{s['uncited_sentences']} · stale {s['stale']} · tokens {s['tokens']:,} · {dollars} · "
-        f"{s['tool_calls']} tool calls · {s['wall_s']:,.0f} s"
+        f"citations verified {s['verified_citations']:,} · removed {s['removed_citations']:,} · "
+        f"uncited sentences {s['uncited_sentences']:,}"
     )
+    lines.append(f"tokens {s['tokens']:,} · {dollars} · {s['tool_calls']:,} tool calls · {s['wall_s']:,.0f} s")
     if s["fallbacks"]:
         lines.append("fallbacks: " + ", ".join(f"{r} {n}" for r, n in s["fallbacks"].items()))
     if evaluation.recompress:
         r = evaluation.recompress
+        lines.append(f"recompress {r['compressor']}/{r['prompt_version']} (tool calls made {r['tool_calls_made']}):")
         lines.append(
-            f"recompress {r['compressor']}/{r['prompt_version']}: memory keeps the answer "
-            f"{r['kept']}/{r['answerable']} (was {r['kept_before']}) · injected tokens {r['injected_tokens']:,} "
-            f"(was {r['injected_tokens_before']:,}) · tool calls made {r['tool_calls_made']}"
+            f"  memory keeps the answer {r['kept']}/{r['answerable']} (was {r['kept_before']}) · injected tokens "
+            f"{r['injected_tokens']:,} (was {r['injected_tokens_before']:,})"
         )
     return [_cut(line, WIDTH) for line in lines]
 
@@ -131,7 +132,9 @@ def evaluation_markdown(evaluation: Evaluation) -> str:
         "",
         "## Summary",
         "",
-        *(f"- {line.strip()}" for line in summary_lines(evaluation)),
+        "```",
+        *summary_lines(evaluation),
+        "```",
         "",
         "## Items",
         "",

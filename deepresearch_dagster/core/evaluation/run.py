@@ -167,7 +167,7 @@ def run_evaluation(
         split = split_of(item.id)
         started = time.monotonic()
         score = _research_and_score(config, suite, item, split, settings, lineage, research, register)
-        if not score.resumed:  # the research's own wall time, Dagster's start-up included
+        if score.wall_s is None:  # no stage times recorded: the time this call took
             score.wall_s = round(time.monotonic() - started, 2)
         if score.status == "scored" and judge is not None:
             score.judge = judge(item, score, settings.artifacts_path / str(score.partition_key))
