@@ -4,7 +4,8 @@ in a temporary DAGSTER_HOME, Debian's Chromium driven by Playwright.
 Start a research from ``start_research_job``'s launchpad with a question full of spaces and
 punctuation, wait for the start run and the ``research_job`` run the ``start_research_sensor``
 launches, then open ``research_report``'s latest materialization and find the report text and a
-reference in its Markdown view. Screenshots go to ``artifacts/ui-screenshots/`` (or
+reference in its Markdown view; last, the table of an evaluation (``deepresearch eval``) in
+``evaluation_results``' materialization. Screenshots go to ``artifacts/ui-screenshots/`` (or
 ``$DEEPRESEARCH_UI_SCREENSHOTS``); their folder is printed.
 
 Needs ``/usr/bin/chromium`` (``apt-get install -y chromium``; ``.ci/run`` installs it) and the
@@ -126,6 +127,17 @@ def test_start_follow_and_read_a_research_in_chromium(isolated_env, corpus_dir, 
     monkeypatch.setenv("DAGSTER_TELEMETRY_ENABLED", "false")
     screens = _screens()
     print(f"screenshots: {screens}")
+    # An evaluation of one item, recorded in the same instance: its table is read in step 5.
+    suite = isolated_env / "suite.jsonl"
+    item = {"id": "density", "question": "What energy density did sodium-ion cells reach?", "answers": ["160 Wh/kg"]}
+    suite.write_text(json.dumps(item) + "\n")
+    evaluated = subprocess.run(
+        [sys.executable, "-m", "deepresearch_dagster.cli", "eval", str(suite), "--engine", "offline", "--json",
+         "--quiet", "--max-steps", "2", "--depth", "0"],
+        capture_output=True, text=True, env=dict(os.environ), cwd=REPO, check=False, timeout=300,
+    )  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr
+    evaluation_key = json.loads(evaluated.stdout)["key"]
     port = _free_port()
     log_path = isolated_env / "dagster_dev.log"
     log = log_path.open("wb")
@@ -201,6 +213,16 @@ def test_start_follow_and_read_a_research_in_chromium(isolated_env, corpus_dir, 
                     assert "sodium_ion" in reference.first.inner_text()
                     page.wait_for_timeout(800)  # the dialog fades in: let the screenshot show it opaque
                     page.screenshot(path=str(screens / "4_report.png"))
+
+                    # 5. evaluation_results' materialization: the per-item table and the summary.
+                    page.goto(f"{base}/assets/evaluation_results?view=events&partition={evaluation_key}")
+                    page.get_by_text("[Show Markdown]").first.click()
+                    dialog = page.get_by_role("dialog")
+                    dialog.get_by_text(f"Evaluation {evaluation_key}").first.wait_for()
+                    text = dialog.inner_text()
+                    assert "density" in text and "plain answers" in text, text[:2000]
+                    page.wait_for_timeout(800)
+                    page.screenshot(path=str(screens / "5_evaluation.png"))
                 finally:
                     browser.close()
     finally:

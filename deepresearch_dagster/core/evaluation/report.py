@@ -117,13 +117,19 @@ def summary_lines(evaluation: Evaluation) -> list[str]:
     return [_cut(line, WIDTH) for line in lines]
 
 
+def _models(models: dict[str, str]) -> str:
+    if len(set(models.values())) == 1:
+        return f"{next(iter(models.values()))} (every role)"
+    return ", ".join(f"{role} {model}" for role, model in sorted(models.items()))
+
+
 def evaluation_markdown(evaluation: Evaluation) -> str:
     config = evaluation.config
     lines = [
         f"# Evaluation {evaluation.key}",
         "",
         f"- suite: `{evaluation.suite}`",
-        f"- engine: {evaluation.engine}" + (f" · models: {evaluation.models}" if evaluation.models else ""),
+        f"- engine: {evaluation.engine}" + (f" · models: {_models(evaluation.models)}" if evaluation.models else ""),
         f"- corpus: `{config.corpus}`" if config.corpus else "- corpus: each item's own",
         "",
         "rep: a gold answer in report.md · fnd: in a cited finding · mem: in the working memory · raw: in a raw",
