@@ -81,7 +81,7 @@ def test_a_broken_recurring_file_does_not_stop_a_research(isolated_env: Path, mo
 def test_exhausted_retries_report_what_each_attempt_met():
     from types import SimpleNamespace
 
-    from deepresearch_dagster.launcher import failure_reasons
+    from deepresearch_dagster.defs.runs import failure_reasons
 
     cause = SimpleNamespace(message="ConnectionError: the lineage file stayed locked\n", cause=None)
     error = SimpleNamespace(message="Exceeded max_retries of 2\n", cause=cause, cls_name="RetryRequested")
