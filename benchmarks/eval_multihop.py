@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         limit={"type": int, "default": None, "help": "at most N items of each half"},
         split={"default": "both", "choices": ["dev", "heldout", "both"]},
         work={"default": None, "help": "artifact folder to keep (and resume from)"},
+        research_args={"default": "", "help": "research size flags for every item, e.g. '--max-steps 2 --depth 0'"},
     )
     if not DATA.is_dir():
         print(f"skipped: {DATA} not found (the shared third-party data)")
@@ -71,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     suite = _suite(args.split, args.limit, work)
     started = time.monotonic()
     command = [str(REPO / ".venv" / "bin" / "deepresearch"), "eval", str(suite), "--corpus", str(DATA / "corpus")]
-    done = subprocess.run([*command, "--engine", args.engine, "--json", "--quiet"], env=env, capture_output=True,
-                          text=True, check=False)  # fmt: skip
+    command += ["--engine", args.engine, "--json", "--quiet", *args.research_args.split()]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0 and not done.stdout.strip():
         print(done.stderr, file=sys.stderr)
         return 1

@@ -99,6 +99,7 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=2, help="eval: items of each half")
     parser.add_argument("--split", default="dev", choices=["dev", "heldout", "both"])
     parser.add_argument("--work", default=None, help="eval: artifact folder to keep (and resume from)")
+    parser.add_argument("--research-args", default="--max-steps 2 --depth 0 --breadth 1", help="eval: size flags")
     args = parser.parse_args()
     if args.command == "install":
         install()
@@ -114,7 +115,7 @@ def main() -> int:
             return server.wait()
         env = {**os.environ, **model_env(base_url), "DEEPRESEARCH_LLM_TOKENS_PER_S": "3"}
         bench = [sys.executable, str(ROOT / "benchmarks" / "eval_multihop.py"), "--engine", "openai",
-                 "--limit", str(args.limit), "--split", args.split]  # fmt: skip
+                 "--limit", str(args.limit), "--split", args.split, "--research-args", args.research_args]  # fmt: skip
         return subprocess.run([*bench, *(["--work", args.work] if args.work else [])], env=env, check=False).returncode
     except KeyboardInterrupt:
         return 130

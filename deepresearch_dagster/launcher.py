@@ -19,12 +19,20 @@ from typing import Any
 
 from dagster import DagsterInstance, Definitions
 
-from .core.config import dagster_home, export_dagster_home
-from .core.errors import ResearchInterrupted
-from .core.store.artifacts import atomic_write_bytes
+from .core.config import FIX_DAGSTER_YAML, check_dagster_yaml, dagster_home, export_dagster_home
+from .core.errors import (
+    INSTANCE_STORAGE,
+    ConfigError,
+    ResearchError,
+    ResearchInterrupted,
+    StorageError,
+    storage_failure,
+)
+from .core.store.artifacts import atomic_write_bytes, check_writable
 from .core.store.lineage import LineageStore
 from .defs.partitions import RESEARCH_PARTITIONS_NAME, ensure_partition
 from .defs.runs import HOST_TAG, PID_TAG, QUIET_LOGS, RunOutcome, execute
+from .defs.runs import failure_reasons as failure_reasons  # re-exported (tests, callers of the launcher)
 
 STORAGE_READY = ".deepresearch_storage_ready"
 
@@ -49,6 +57,8 @@ def init_instance_storage(home: Path) -> None:
 
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -83,15 +93,42 @@ def reconcile_stale_runs(instance: DagsterInstance, lineage: LineageStore | None
 
 
 def ensure_instance() -> DagsterInstance:
-    """The persistent instance ($DAGSTER_HOME, default ./.dagster_home), created if needed."""
+    """The persistent instance ($DAGSTER_HOME, default ./.dagster_home), created if needed.
+
+    A broken instance is one line, before anything is registered: a ``dagster.yaml`` that is not
+    YAML or not a Dagster configuration raises :class:`ConfigError`, a full, read-only or corrupt
+    instance storage :class:`StorageError` (never Dagster's or SQLAlchemy's tracebacks)."""
     home = dagster_home()
-    home.mkdir(parents=True, exist_ok=True)
-    if not (home / "dagster.yaml").exists():
-        # Atomic, and the storage is created under a lock: concurrent first runs must not race.
-        atomic_write_bytes(home / "dagster.yaml", (PACKAGE_DIR / "dagster_home" / "dagster.yaml").read_bytes())
-    export_dagster_home(home)
-    init_instance_storage(home)
-    return DagsterInstance.get()
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        if not (home / "dagster.yaml").exists():
+            # Atomic, and the storage is created under a lock: concurrent first runs must not race.
+            atomic_write_bytes(home / "dagster.yaml", (PACKAGE_DIR / "dagster_home" / "dagster.yaml").read_bytes())
+        check_dagster_yaml(home)
+        check_writable(home)  # a full disk here is one line now, not an SQLite error mid-run
+        export_dagster_home(home)
+        init_instance_storage(home)
+        return DagsterInstance.get()
+    except ResearchError:
+        raise
+    except Exception as exc:
+        raise instance_failure(exc, home) from exc
+
+
+def instance_failure(exc: BaseException, home: Path) -> ResearchError:
+    """One line for an instance that cannot be loaded: the storage problem behind ``exc`` (full,
+    read-only or corrupt), else its ``dagster.yaml`` configuration."""
+    storage = storage_failure(exc)
+    if storage is not None:
+        return StorageError(str(storage).replace(INSTANCE_STORAGE, f"the Dagster instance storage in {home}"))
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    # DagsterInvalidConfigError: "Errors whilst loading …" then "Error 1: <what>"
+    detail = next((line for line in lines if line.startswith("Error 1:")), lines[0] if lines else "")
+    detail = detail.removeprefix("Error 1: ")[:300]
+    return ConfigError(
+        f"{home / 'dagster.yaml'} is not a valid Dagster instance configuration ({type(exc).__name__}: {detail}): "
+        f"{FIX_DAGSTER_YAML}"
+    )
 
 
 def _run_lineage_session(definitions: Definitions, lineage: LineageStore | None) -> AbstractContextManager[None]:
@@ -113,6 +150,7 @@ def run_job(
     lineage: LineageStore | None = None,
     partitions: str = RESEARCH_PARTITIONS_NAME,
     ops_config: dict[str, Any] | None = None,
+    run_id: str | None = None,
 ) -> RunOutcome:
     """Run ``job_name`` for one partition (of ``partitions``) in this process (the partition is
     added if missing)."""
@@ -131,7 +169,7 @@ def run_job(
     # One lineage session for the whole run: its ops (all in this process) share one DuckDB
     # connection instead of opening one each; it is let go whenever another process waits.
     with _run_lineage_session(definitions, lineage):
-        return execute(definitions, job_name, partition_key, instance, run_config, tags)
+        return execute(definitions, job_name, partition_key, instance, run_config, tags, run_id=run_id)
 
 
 def research_runner(

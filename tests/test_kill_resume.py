@@ -64,3 +64,5 @@ def test_a_killed_research_resumes_with_no_repeated_model_call_and_the_same_repo
         assert len(repeated) <= 1, f"{len(repeated)} model requests repeated after a kill at {kill_after}"
         assert len(asked) + len(again) <= total + 1
         assert Path(resumed["report_md"]).read_bytes() == expected
+        # The killed writer's temp files are gone (partition and corpus cache), not left for later.
+        assert not list(root.rglob(".*.tmp")), f"temp files left after a kill at {kill_after}"

@@ -2,8 +2,9 @@
 
 Each mode reproduces what a server nobody here wrote does (llama-cpp-python's HTTP 500 on a
 JSON-schema ``response_format``, Jinja templates that demand strict alternation, a template
-without a system role, a server without tools, truncation, a placeholder-copying weak model,
-schema-driven random answers, a single slot that keeps generating after the client gave up).
+without a system role, a server without tools, truncation, a placeholder-copying weak model, a
+model that copies the prompt's worked example, schema-driven random answers, a single slot that
+keeps generating after the client gave up).
 For every mode the run must exit 0 with a cited report, never send two same-role messages in a
 row, make no more requests than the capability answers require, and print no stack trace.
 
@@ -25,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from deepresearch_dagster.core.llm.example_leaks import detector
 from tests.conftest import FIXTURES
 from tests.fakes.openai_server import FakeOpenAIServer, same_role_runs
 
@@ -57,6 +59,7 @@ MODES: dict[str, Mode] = {
     "weak_placeholder": Mode(("weak_placeholder",)),
     # depth 1: at depth 0 a random ``direct_answer: true`` legitimately skips the research.
     "schema_random": Mode(("schema_random",), {"seed": 10}, depth=1),
+    "copies_example": Mode(("copies_example",)),
 }
 
 
@@ -225,4 +228,12 @@ def test_weak_model_copying_placeholders(runs, baseline):
 
 def test_schema_driven_random_answers(runs, baseline):
     result = check_run(runs["schema_random"])
+    assert result["requests"] <= 2 * baseline
+
+
+def test_model_copying_the_prompt_examples(runs, baseline):
+    result = check_run(runs["copies_example"])
+    assert result["llm_calls"].get("invalid", 0) >= 4 and result["llm_calls"].get("fallback", 0) >= 4
+    out = json.loads(runs["copies_example"].proc.stdout)
+    assert detector().found_in(Path(out["report_md"]).read_text()) == []
     assert result["requests"] <= 2 * baseline

@@ -1,6 +1,9 @@
 """``deepresearch``: run researches, list them, audit and replay them, debug compression.
 
-Exit codes: 0 success, 1 failed research (with where to look), 2 bad usage or bad input.
+Exit codes: 0 success; 1 failed research (with where to look), a storage failure (full disk,
+read-only or corrupt database or instance storage) or a research of the same question already
+running; 2 bad usage, bad input or bad configuration (flags, environment, config file,
+``dagster.yaml``, a missing corpus folder). Each failure is one ``error:`` line on stderr.
 """
 
 from __future__ import annotations
@@ -8,9 +11,11 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-from typing import NoReturn
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
 
-from ..core.errors import ResearchError, storage_failure
+from ..core.errors import ResearchError, StorageError, storage_failure
 from .common import CORPUS_FORMATS, ENGINE_HELP, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, add_page_options
 from .evaluate import add_eval_command
 from .operations import add_operation_commands
@@ -45,6 +50,12 @@ def build_parser(knobs: bool = True) -> argparse.ArgumentParser:
     run.add_argument("--show-report", action="store_true", help="print the report before the figures")
     run.add_argument("--quiet", action="store_true", help="no progress lines")
     run.add_argument("--verbose", action="store_true", help="progress lines with full artifact paths")
+    run.add_argument(
+        "--wait",
+        action="store_true",
+        help="if the same question is being researched already, wait for that run to finish and then resume "
+        "from it (default: refuse at once, exit code 1)",
+    )
     if knobs:
         from ..core.config import RequestOptions
 
@@ -76,6 +87,35 @@ def build_parser(knobs: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
+class _StderrFilter:
+    """``sys.stderr`` without the lines Dagster writes to it directly when its event log cannot be
+    written ("Exception while writing logger call to event log: <SQLAlchemy error>"): the failure
+    itself still reaches the command, which prints it as one line."""
+
+    NOISE = ("Exception while writing logger call to event log",)
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if text.startswith(self.NOISE):
+            return len(text)
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def _without_dagster_noise() -> Iterator[None]:
+    stream = sys.stderr
+    sys.stderr = _StderrFilter(stream)
+    try:
+        yield
+    finally:
+        sys.stderr = stream
+
+
 def _command(argv: list[str]) -> str | None:
     """The subcommand named in ``argv`` (the top-level parser has no options but ``-h``)."""
     return next((a for a in argv if not a.startswith("-")), None)
@@ -85,7 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(knobs=_command(argv) in ("run", "eval")).parse_args(argv)
     try:
-        return args.func(args)
+        with _without_dagster_noise():
+            return args.func(args)
+    except StorageError as exc:
+        # Raised as such by the checks made before a run (lineage file, instance storage).
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except (UsageError, ResearchError) as exc:
         # Bad input or configuration: one line, no traceback.
         print(f"error: {exc}", file=sys.stderr)
@@ -98,7 +143,11 @@ def main(argv: list[str] | None = None) -> int:
         storage = storage_failure(exc)
         if storage is None:
             raise
-        print(f"error: {storage}", file=sys.stderr)
+        from ..core.config import dagster_home
+        from ..core.errors import INSTANCE_STORAGE
+
+        text = str(storage).replace(INSTANCE_STORAGE, f"the Dagster instance storage in {dagster_home()}")
+        print(f"error: {text}", file=sys.stderr)
         return EXIT_FAILED
     finally:
         # DuckDB's bindings (nanobind) list every object still alive at interpreter exit on

@@ -133,16 +133,26 @@ def figure(value: float | int | None, unit: str = "", digits: int = 0) -> str:
     return f"{text} {unit}".strip()
 
 
-def settings_from_args(args: argparse.Namespace) -> Any:
-    """Configuration with the command's flags on top (flag > environment > config file > default)."""
+def settings_from_args(args: argparse.Namespace, researches: bool = False) -> Any:
+    """Configuration with the command's flags on top (flag > environment > config file > default).
+    ``researches``: the command researches with the configured corpus, which must exist then."""
     from ..core.config import load_settings
 
     corpus = getattr(args, "corpus", None)
     if corpus and not Path(corpus).is_dir():
         raise UsageError(f"corpus folder not found: {corpus}")
-    return load_settings(
+    settings = load_settings(
         {"engine": getattr(args, "engine", None), "corpus_dir": str(Path(corpus).resolve()) if corpus else None}
     )
+    # A command that researches refuses a configured corpus folder that does not exist at once, as
+    # it refuses the flag, instead of failing after planning.
+    if researches and not corpus and settings.corpus_dir and not settings.corpus_path.is_dir():
+        from ..core.config import ENV_VARS, config_file_path, environment
+
+        variable = ENV_VARS["corpus_dir"]
+        where = variable if environment().get(variable) else f"corpus_dir in {config_file_path()}"
+        raise UsageError(f"corpus folder not found: {settings.corpus_dir} (from {where})")
+    return settings
 
 
 def _non_negative(text: str) -> int:
@@ -179,7 +189,10 @@ def open_lineage(settings: Any, must_exist: bool = False) -> Iterator[Any]:
     if must_exist and not path.exists():
         yield None
         return
-    from ..core.store.lineage import LineageStore, path_connect
+    from ..core.store.lineage import LineageStore, check_database_file, path_connect
+
+    if path.is_dir():
+        check_database_file(path)  # one line naming the setting (a corrupt file fails the connect below)
 
     with path_connect(path)() as conn:
         yield LineageStore(lambda: nullcontext(conn), str(path.resolve()))
@@ -215,5 +228,6 @@ def report_failure(what: str, outcome: Any, partition_dir: Path) -> int:
         print(f"  run {outcome.run_id}; files under {partition_dir}", file=sys.stderr)
         return EXIT_INTERRUPTED
     print(f"error: {what} failed: {redact(outcome.message)}", file=sys.stderr)
-    print(f"  run {outcome.run_id} in the Dagster UI (make dev); files under {partition_dir}", file=sys.stderr)
+    if not outcome.storage_failure:  # a full or read-only disk: the line above says what to do
+        print(f"  run {outcome.run_id} in the Dagster UI (make dev); files under {partition_dir}", file=sys.stderr)
     return EXIT_FAILED

@@ -2,6 +2,10 @@
 
 A table that would not fit the terminal is printed stacked instead (one block per row, one
 ``label: value`` line per cell), so 80–100 columns never break a word in the middle of a cell.
+
+Every value from the data (file names, sources, questions, titles, errors) is printed as plain
+text, never as Rich markup, with control characters escaped (``core.naming.printable_name``): a
+corpus file named ``a\nb.md`` or ``[red]x[/].md`` is one visible line, as it is.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ..core.naming import short_artifact_name
+from ..core.naming import printable_name, short_artifact_name
 from ..core.store.audit import Metrics, ResearchAudit
 
 
@@ -25,6 +29,11 @@ def _fmt(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
     return str(value)
+
+
+def _plain(value: Any) -> Text:
+    """A data value as literal text on one line (no markup, control characters escaped)."""
+    return Text(printable_name(value))
 
 
 def _fits(cells: list[list[str]], labels: list[str], width: int) -> bool:
@@ -56,14 +65,14 @@ def _table(
     title: str, rows: list[dict[str, Any]], columns: list[tuple[str, str]], width: int | None = None
 ) -> RenderableType:
     labels = [label for _, label in columns]
-    cells = [[_fmt(row.get(key)) for key, _ in columns] for row in rows]
+    cells = [[printable_name(_fmt(row.get(key))) for key, _ in columns] for row in rows]
     if width is not None and not _fits(cells, labels, width):
         return _stacked(title, cells, labels)
     table = Table(title=title, title_justify="left")
     for label in labels:
         table.add_column(label, overflow="fold")
     for row in cells:
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))
     return table
 
 
@@ -73,14 +82,14 @@ def _cost(value: Any) -> str:
 
 def render_audit(audit: ResearchAudit, console: Console | None = None) -> None:
     console = console or Console()
-    console.print(f"[bold]{audit.partition_key}[/bold]  status: {audit.status}")
-    console.print(f"question: {audit.question}")
-    console.print(f"report: {audit.report_file or 'not written yet'}")
+    console.print(Text.assemble((printable_name(audit.partition_key), "bold"), f"  status: {audit.status}"))
+    console.print(Text.assemble("question: ", printable_name(audit.question)))
+    console.print(Text.assemble("report: ", printable_name(audit.report_file or "not written yet")))
     if audit.compressor_model:
-        console.print(f"summaries: {audit.compressor_model} / {audit.prompt_version}")
+        console.print(_plain(f"summaries: {audit.compressor_model} / {audit.prompt_version}"))
     folders = sorted({c.artifact_path.rsplit("/", 1)[0] for c in audit.citations if c.artifact_path})
     if folders:
-        console.print(f"raw artifacts: {', '.join(folders)}")
+        console.print(_plain(f"raw artifacts: {', '.join(folders)}"))
 
     title = "Citations → summary → raw artifact → tool call"
     if audit.citations and console.width < 140:
@@ -130,7 +139,8 @@ def render_audit(audit: ResearchAudit, console: Console | None = None) -> None:
         )
 
 
-_VERIFIED = {True: "sha256 ok", False: "[red]sha256 MISMATCH[/red]", None: "[red]file missing[/red]"}
+_VERIFIED = {True: ("sha256 ok", ""), False: ("sha256 MISMATCH", "red"), None: ("file missing", "red")}
+_NO_CALL = ("no tool call recorded", "red")
 
 
 def _chain_table(title: str, audit: ResearchAudit) -> Table:
@@ -138,17 +148,24 @@ def _chain_table(title: str, audit: ResearchAudit) -> Table:
     for label in ("[n]", "source", "summary", "raw artifact", "tool call"):
         chain.add_column(label, overflow="fold")
     for c in audit.citations:
+        n, source = Text(f"[{c.n}]"), _plain(c.source)
         if c.call_id is None:
-            chain.add_row(f"[{c.n}]", c.source, "—", c.artifact_file, "[red]no tool call recorded[/red]")
+            chain.add_row(n, source, "—", _plain(c.artifact_file), Text.assemble(_NO_CALL))
             continue
-        summary = (
+        summary = _plain(
             f"{c.summary_title or '—'}\n{c.compressor_model} / {c.prompt_version}, {_fmt(c.injected_tokens)} tokens"
         )
-        verified = _VERIFIED[c.artifact_verified]
-        artifact = f"{c.artifact_file}\n{_fmt(c.bytes)} bytes, sha256 {(c.sha256 or '')[:12]}…, {verified}"
+        artifact = Text.assemble(
+            printable_name(c.artifact_file),
+            f"\n{_fmt(c.bytes)} bytes, sha256 {(c.sha256 or '')[:12]}…, ",
+            _VERIFIED[c.artifact_verified],
+        )
         args = ", ".join(f"{k}={v!r}" for k, v in (c.arguments or {}).items())
-        call = f"{c.call_id} (step {c.step_id}) {c.tool}({args})\n{c.tool_status}, {_fmt(c.latency_ms)} ms"
-        chain.add_row(f"[{c.n}]", c.source, summary, artifact, call + (", cached" if c.cached else ""))
+        call = _plain(
+            f"{c.call_id} (step {c.step_id}) {c.tool}({args})\n{c.tool_status}, {_fmt(c.latency_ms)} ms"
+            + (", cached" if c.cached else "")
+        )
+        chain.add_row(n, source, summary, artifact, call)
     return chain
 
 
@@ -157,34 +174,32 @@ def _stacked_chain(title: str, audit: ResearchAudit) -> Group:
     (full names and paths: ``audit --json``)."""
     lines: list[RenderableType] = [Text(title, style="italic")]
     for c in audit.citations:
-        lines.append(Text.assemble((f"[{c.n}] ", "bold"), c.source))
+        lines.append(Text.assemble((f"[{c.n}] ", "bold"), printable_name(c.source)))
+        short = printable_name(short_artifact_name(c.artifact_file))
         if c.call_id is None:
-            lines.append(
-                Text.from_markup(
-                    f"    raw artifact: {short_artifact_name(c.artifact_file)}, [red]no tool call recorded[/red]"
-                )
-            )
+            lines.append(Text.assemble(f"    raw artifact: {short}, ", _NO_CALL))
             continue
         args = ", ".join(f"{k}={v!r}" for k, v in (c.arguments or {}).items())
         for label, value in (
             (
                 "summary",
-                f"{c.summary_title or '—'} ({c.compressor_model} / {c.prompt_version}, "
-                f"{_fmt(c.injected_tokens)} tokens)",
+                _plain(
+                    f"{c.summary_title or '—'} ({c.compressor_model} / {c.prompt_version}, "
+                    f"{_fmt(c.injected_tokens)} tokens)"
+                ),
             ),
-            (
-                "raw artifact",
-                f"{short_artifact_name(c.artifact_file)}, {_fmt(c.bytes)} bytes, {_VERIFIED[c.artifact_verified]}",
-            ),
+            ("raw artifact", Text.assemble(f"{short}, {_fmt(c.bytes)} bytes, ", _VERIFIED[c.artifact_verified])),
             (
                 "tool call",
-                f"{c.call_id} (step {c.step_id}) {c.tool}({args}), {c.tool_status}, "
-                f"{_fmt(c.latency_ms)} ms" + (", cached" if c.cached else ""),
+                _plain(
+                    f"{c.call_id} (step {c.step_id}) {c.tool}({args}), {c.tool_status}, "
+                    f"{_fmt(c.latency_ms)} ms" + (", cached" if c.cached else "")
+                ),
             ),
         ):
             line = Text("    ")
             line.append(f"{label}: ", style="dim")
-            line.append_text(Text.from_markup(value) if "[red]" in value else Text(value))
+            line.append_text(value)
             lines.append(line)
     return Group(*lines, Text(""))
 

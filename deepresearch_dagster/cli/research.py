@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+import uuid
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -35,7 +37,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         question = validate_question(args.question)
     except InvalidQuestion as exc:
         raise UsageError(str(exc)) from exc
-    settings = settings_from_args(args)
+    settings = settings_from_args(args, researches=True)
     options = RequestOptions.model_validate(
         {"engine": args.engine, "corpus_dir": settings.corpus_dir or None}
         | {key: getattr(args, key) for key in RequestOptions.knobs()}
@@ -44,21 +46,32 @@ def cmd_run(args: argparse.Namespace) -> int:
         effective = settings.with_options(options)
     except ValidationError as exc:
         raise UsageError(f"invalid option: {describe_validation_error(exc, option_names())}") from exc
-    if not args.quiet:
-        say(f"researching with the {effective.resolved_engine()} engine: {question[:200]}")
-    # The spinner and its clock run from here on: loading Dagster, then every model and tool wait.
-    with live_progress(args.quiet, args.verbose, "loading Dagster"):
-        from ..core.pipeline import register
-        from ..core.store.lineage import LineageStore
-        from ..launcher import ensure_instance, run_job
+    # A broken environment is one line now, before anything is registered: a dagster.yaml that
+    # is not YAML here, a lineage database that is a folder or a corrupt or truncated file once
+    # the partition is ours (_run_locked).
+    from ..core.config import check_dagster_yaml, dagster_home
 
-        instance = ensure_instance()
-        lineage = LineageStore.at(settings.duckdb_file)
-        key = register(lineage, question, options.set_values())
+    check_dagster_yaml(dagster_home())
+    from ..core.roles.coordinator import route
+    from ..core.store.artifacts import ArtifactStore
+    from ..core.store.partition_lock import PartitionBusy, partition_lock
+
+    key = route(question)[1]  # the key register() gives it
+    partition_dir = ArtifactStore(settings.artifacts_path, key).partition_dir
+    run_id = str(uuid.uuid4())  # the Dagster run's id, known before the run so the lock can name it
+
+    def waiting(holder: str) -> None:
         if not args.quiet:
-            say(f"partition {key}")
-        outcome = run_job("research_job", key, instance, tags={"deepresearch/source": "cli"}, lineage=lineage)
-    partition_dir = settings.artifacts_path / key
+            say(f"research {key} is already running ({holder or 'holder unknown'}); waiting for it to finish")
+
+    try:
+        # One run per question: a second one is refused at once, before Dagster is loaded (or,
+        # with --wait, waits for the first one and then resumes from what it stored).
+        with partition_lock(partition_dir, key, run_id, wait_s=math.inf if args.wait else 0.0, on_wait=waiting):
+            outcome, lineage = _run_locked(args, settings, question, options, effective, key, run_id)
+    except PartitionBusy as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     if not outcome.success:
         return report_failure("research", outcome, partition_dir)
 
@@ -70,6 +83,33 @@ def cmd_run(args: argparse.Namespace) -> int:
         print((partition_dir / "report.md").read_text("utf-8"))
     _print_figures(summary)
     return EXIT_OK
+
+
+def _run_locked(
+    args: argparse.Namespace, settings: Any, question: str, options: Any, effective: Any, key: str, run_id: str
+) -> tuple[Any, Any]:
+    """Register the question and run ``research_job`` for it (the partition's lock is held)."""
+    from ..core.store.artifacts import check_writable
+    from ..core.store.lineage import check_database_file
+
+    check_writable(settings.artifacts_path)  # a full disk: one line before anything is registered
+    check_database_file(settings.duckdb_file)
+    if not args.quiet:
+        say(f"researching with the {effective.resolved_engine()} engine: {question[:200]}")
+    # The spinner and its clock run from here on: loading Dagster, then every model and tool wait.
+    with live_progress(args.quiet, args.verbose, "loading Dagster"):
+        from ..core.pipeline import register
+        from ..core.store.lineage import LineageStore
+        from ..launcher import ensure_instance, run_job
+
+        instance = ensure_instance()
+        lineage = LineageStore.at(settings.duckdb_file)
+        register(lineage, question, options.set_values(), partition_key=key)
+        if not args.quiet:
+            say(f"partition {key}")
+        tags = {"deepresearch/source": "cli"}
+        outcome = run_job("research_job", key, instance, tags=tags, lineage=lineage, run_id=run_id)
+    return outcome, lineage
 
 
 def _summary(lineage: Any, key: str, settings: Any, partition_dir: Path) -> dict[str, Any]:
@@ -151,6 +191,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
         return EXIT_OK
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from ..core.naming import printable_name
 
     note = page_note(len(rows), args.offset, total, "researches")
     console = Console()
@@ -161,7 +204,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
             reduction = "" if r["reduction_pct"] is None else f", {figure(r['reduction_pct'], '%', 1)} reduction"
             console.print(r["partition_key"], style="bold", no_wrap=True, crop=False, soft_wrap=True)
             console.print(
-                f"  {r['status']}, {figure(r['tool_calls'] or 0)} tool calls{reduction}: {r['question']}",
+                # A question is data: printed as it is (no Rich markup), on one line.
+                Text(f"  {r['status']}, {figure(r['tool_calls'] or 0)} tool calls{reduction}: ")
+                + Text(printable_name(r["question"])),
                 no_wrap=True,
                 overflow="ellipsis",
             )
@@ -175,7 +220,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
         table.add_column(col, no_wrap=True, justify="left" if col == "status" else "right")
     for r in rows:
         reduction = "" if r["reduction_pct"] is None else figure(r["reduction_pct"], "%", 1)
-        table.add_row(r["partition_key"], r["question"], r["status"], figure(r["tool_calls"] or 0), reduction)
+        question = Text(printable_name(r["question"]))
+        table.add_row(r["partition_key"], question, r["status"], figure(r["tool_calls"] or 0), reduction)
     console.print(table)
     if note:
         console.print(note, style="italic")

@@ -126,7 +126,7 @@ class SearchSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     providers: tuple[str, ...] = PROVIDER_NAMES
-    timeout_s: float = Field(default=15.0, gt=0)
+    timeout_s: float = Field(default=15.0, gt=0, allow_inf_nan=False)
     tavily_api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
     tavily_base_url: str = "https://api.tavily.com"
     brave_api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
@@ -164,7 +164,8 @@ class ResearchSettings(BaseModel):
     budget_dollars: float = Field(default=2.0, ge=0)
     budget_llm_calls: int = Field(default=300, ge=0)
     budget_tool_calls: int = Field(default=150, ge=0)
-    budget_wall_s: float = Field(default=3600.0, ge=0)
+    # A deadline: 0 s would stop every research before it starts (inf: no wall-time cap).
+    budget_wall_s: float = Field(default=3600.0, gt=0)
     report_lookups: int = Field(default=3, ge=0, le=10)
     openai_base_url: str | None = None
     openai_api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
@@ -173,7 +174,8 @@ class ResearchSettings(BaseModel):
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     # Per-role overrides of ``temperature`` (DEEPRESEARCH_TEMPERATURE_<ROLE>).
     role_temperatures: dict[str, float] = Field(default_factory=dict)
-    llm_timeout_s: float = 120.0
+    # Timeouts are > 0 and finite: every model call has a wall deadline (0 or -1 is a typo, not "none").
+    llm_timeout_s: float = Field(default=120.0, gt=0.0, allow_inf_nan=False)
     llm_max_attempts: int = Field(default=4, ge=1, le=10)
     llm_backoff_base_s: float = Field(default=1.0, ge=0.0)
     llm_backoff_max_s: float = Field(default=30.0, ge=0.0)
@@ -181,11 +183,11 @@ class ResearchSettings(BaseModel):
     # {"type": "json_object", "schema": ...}); a server's refusals step it down at run time.
     response_format: Literal["json_schema", "json_object_schema", "json_object", "none"] = "json_schema"
     # Client timeout = llm_timeout_s + max_tokens / llm_tokens_per_s (the assumed generation speed).
-    llm_tokens_per_s: float = Field(default=20.0, gt=0.0)
+    llm_tokens_per_s: float = Field(default=20.0, gt=0.0, allow_inf_nan=False)
     # Answers are streamed: a server silent for llm_idle_timeout_s (+ the prompt's reading time,
     # core/llm/openai_engine.PROMPT_TOKENS_PER_S) is cut long before the whole answer's deadline.
     llm_stream: bool = True
-    llm_idle_timeout_s: float = Field(default=30.0, gt=0.0)
+    llm_idle_timeout_s: float = Field(default=30.0, gt=0.0, allow_inf_nan=False)
     # "raw" injects whole tool outputs instead of summaries: the baseline for benchmarks only.
     context_mode: Literal["compressed", "raw"] = "compressed"
     # Role -> replacement prompt file (replays: recompress with another prompt version).
@@ -477,3 +479,29 @@ def dagster_home() -> Path:
 def export_dagster_home(home: Path) -> None:
     """Dagster reads DAGSTER_HOME itself (``DagsterInstance.get``)."""
     os.environ["DAGSTER_HOME"] = str(home)
+
+
+FIX_DAGSTER_YAML = "fix it, or move it aside to get the default one"
+
+
+def check_dagster_yaml(home: Path) -> None:
+    """``<home>/dagster.yaml``, when it exists, parses as YAML into a mapping: checked before Dagster
+    is loaded (Dagster's own error is a 70-line traceback); :class:`ConfigError` otherwise."""
+    path = home / "dagster.yaml"
+    if not path.exists():
+        return
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path} is not valid YAML{where} ({problem}): {FIX_DAGSTER_YAML}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text: {FIX_DAGSTER_YAML}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path} cannot be read ({exc.strerror or exc}): {FIX_DAGSTER_YAML}") from None
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"{path} holds a {type(data).__name__}, not a mapping of settings: {FIX_DAGSTER_YAML}")

@@ -213,6 +213,36 @@ _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
+# DuckDB's words for a file that is not (or no longer) a whole database: garbage, or truncated.
+_CORRUPT_DUCKDB = ("not a valid DuckDB database file", "Corrupt database file", "Could not read enough bytes")
+INSTANCE_STORAGE = "the Dagster instance storage (DAGSTER_HOME)"
+
+
+def _instance_storage_failure(text: str) -> StorageError | None:
+    """SQLite's errors from Dagster's instance storage (run, event and schedule databases)."""
+    lowered = text.lower()
+    if "database or disk is full" in lowered or "no space left" in lowered:
+        return StorageError(
+            f"disk full writing {INSTANCE_STORAGE}: free some space, then run the same command again to resume"
+        )
+    if "disk i/o error" in lowered:
+        return StorageError(
+            f"{INSTANCE_STORAGE} could not be written (disk I/O error; most often a full disk): free some space or "
+            "fix the disk, then run the same command again to resume"
+        )
+    if "readonly database" in lowered or "unable to open database file" in lowered:
+        return StorageError(
+            f"{INSTANCE_STORAGE} cannot be written (read-only disk or no permission): make DAGSTER_HOME writable by "
+            "this user, then run the same command again"
+        )
+    if "file is not a database" in lowered or "database disk image is malformed" in lowered:
+        return StorageError(
+            f"{INSTANCE_STORAGE} is corrupt (a SQLite file under DAGSTER_HOME is not a database): move DAGSTER_HOME "
+            "aside and run again (a new instance is created; the research artifacts are kept)"
+        )
+    return None
+
+
 def storage_failure(exc: BaseException) -> StorageError | None:
     """The storage problem behind ``exc`` (or any exception in its chain) as one actionable line;
     ``None`` when it is something else. DuckDB's errors are recognised by class name and message
@@ -233,13 +263,25 @@ def storage_failure(exc: BaseException) -> StorageError | None:
                 "by this user, then run the same command again to resume"
             )
         module = type(current).__module__ or ""
+        if "sqlite" in module or "sqlalchemy" in module:
+            # Dagster's instance storage (SQLite files under DAGSTER_HOME).
+            found = _instance_storage_failure(str(current))
+            if found is not None:
+                return found
         if "duckdb" in module:
             text = str(current)
+            if "Is a directory" in text:
+                name = re.search(r'file "([^"]+)"', text)
+                where = f" {name.group(1)}" if name else ""
+                return StorageError(
+                    f"the lineage database path{where} is a folder, not a DuckDB file: set DEEPRESEARCH_DUCKDB to a "
+                    "file path (for example <folder>/lineage.duckdb)"
+                )
             if "No space left on device" in text or "disk is full" in text.lower():
                 return StorageError(
                     "disk full writing the lineage database: free some space, then run the same command again"
                 )
-            if "not a valid DuckDB database file" in text or "Corrupt database file" in text:
+            if any(marker in text for marker in _CORRUPT_DUCKDB):
                 name = re.search(r'file "([^"]+)"', text)
                 where = f" {name.group(1)}" if name else ""
                 return StorageError(

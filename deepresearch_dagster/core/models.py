@@ -144,6 +144,14 @@ class CompressionResult(BaseModel):
         return cleaned
 
 
+class Grounding(BaseModel):
+    """Model-written statements (extraction bullets, summary sentences) checked against the raw
+    output: kept (every figure and name found in it) and dropped (core/llm/grounding.py)."""
+
+    grounded: int = 0
+    dropped: int = 0
+
+
 class InjectedSummary(BaseModel):
     """The only content a tool result may place in the conversation (seed 000 §6.1)."""
 
@@ -198,6 +206,7 @@ class SummaryRecord(BaseModel):
     prompt_version: str
     fallback: bool = False
     raw_context: bool = False  # context_mode=raw: the raw output itself was injected
+    grounding: Grounding = Field(default_factory=Grounding)
 
     @property
     def injected(self) -> InjectedSummary | None:
@@ -295,6 +304,13 @@ class Report(BaseModel):
     source_scores: list[dict[str, Any]] = Field(default_factory=list)
     # Role → how often its deterministic fallback stood in for the model (empty: none did).
     fallbacks: dict[str, int] = Field(default_factory=dict)
+    # Sentences of the executive summary and key findings that had no verified citation
+    # (core/roles/cited_sentences.py): cited from the source that states them or rewritten from
+    # their source (``by``: citation | model), and those dropped (with the reason).
+    rewritten: list[dict[str, Any]] = Field(default_factory=list)
+    uncited_dropped: list[dict[str, Any]] = Field(default_factory=list)
+    # The compressor's statements checked against the raw outputs, summed over the summaries.
+    grounding: Grounding = Field(default_factory=Grounding)
 
     @model_serializer(mode="wrap")
     def _omit_absent_changes(self, handler: Any) -> Any:

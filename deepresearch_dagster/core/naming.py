@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from typing import Any
 
 MAX_PLAN_PART = 60
 MAX_STEP_PART = 60
@@ -94,3 +95,68 @@ def short_artifact_name(artifact_file: str, limit: int = 48) -> str:
         head = (limit - 1) // 2
         name = name[:head] + "…" + name[len(name) - (limit - 1 - head) :]
     return name
+
+
+# -- names shown to people ------------------------------------------------------------------
+# A corpus file may be named anything a file system allows: "a\nb.md", "`id`;rm -rf ~.md",
+# "[click](http://x).md". Wherever such a name (or a title or heading taken from a document) is
+# printed, it is escaped for where it goes: one visible line on a terminal, a code span or plain
+# text in Markdown. The exact name stays in report.json, DuckDB and `audit --json`.
+
+# C0/C1 controls, DEL, line/paragraph separators, zero-width and bidirectional format characters.
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# Characters with a meaning inside a line of Markdown (emphasis, code, links, HTML, strikethrough)
+# and an ``&`` that starts an entity; CommonMark lets any ASCII punctuation be backslash-escaped.
+_MARKDOWN_INLINE = re.compile(r"([\\`*_\[\]<>~]|&(?=#?\w+;))")
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group()
+    return _SHORT_ESCAPES.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+
+
+def printable_name(name: object) -> str:
+    """``name`` as one visible line: control characters, line separators and invisible format
+    characters (zero-width, bidirectional overrides) shown as escapes (``\\n``, ``\\x1b``,
+    ``\\u202e``). For terminal output and every other place a name is shown."""
+    return _UNPRINTABLE.sub(_escape_char, str(name))
+
+
+def markdown_code(name: object) -> str:
+    """``name`` as a Markdown code span that shows it literally: escaped to one line, fenced by
+    more backticks than it holds in a row (padded when it starts or ends with one), so nothing in
+    it is read as Markdown or HTML."""
+    text = printable_name(name)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    edge = text[:1] in ("`", " ") or text[-1:] in ("`", " ")
+    pad = " " if text and edge else ""
+    return f"{fence}{pad}{text}{pad}{fence}" if text else "` `"
+
+
+def markdown_text(text: object) -> str:
+    """Plain text (a document title, a section heading) for inline Markdown: one line, and every
+    character Markdown gives a meaning to (emphasis, links, code, HTML, tables) backslash-escaped."""
+    return _MARKDOWN_INLINE.sub(r"\\\1", printable_name(text))
+
+
+def markdown_source(source: str) -> str:
+    """A report reference's source: a web URL as an autolink ``<url>`` when it is one clean URL,
+    anything else (a corpus path, an odd URL) as a code span."""
+    clean = source.startswith(("http://", "https://")) and not re.search(r"[\s<>`]", source)
+    return f"<{source}>" if clean and not _UNPRINTABLE.search(source) else markdown_code(source)
+
+
+def reference_line(citation: Any) -> str:
+    """One item of a report's References list (``- [n] Title — `source`, location (artifact:
+    `file`)``) with every part escaped for Markdown; ``citation`` is a :class:`~.models.Citation`.
+    A passage read is titled "Document — Section": the precise place is its location then."""
+    n = citation.n
+    source_title = citation.source_title or ""
+    location = citation.location
+    shown = source_title.split(" — ")[0] if location else source_title
+    title = f"{markdown_text(shown)} — " if shown else ""
+    where = f", {markdown_text(location)}" if location else ""
+    artifact = markdown_code(short_artifact_name(citation.artifact_file))
+    return f"- [{n}] {title}{markdown_source(citation.source)}{where} (artifact: {artifact})"

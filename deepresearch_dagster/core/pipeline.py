@@ -14,7 +14,7 @@ from .context import ResearchContext, logger, make_engine
 from .errors import InvalidQuestion, UnknownResearch
 from .llm.budget import dollars
 from .llm.prompts import prompt_version
-from .models import Report, ResearchPlan, SummaryBundle, ToolOutputs
+from .models import Grounding, Report, ResearchPlan, SummaryBundle, ToolOutputs
 from .naming import plan_folder, slugify
 from .roles.changes import add_what_changed
 from .roles.compressor import StepContext, cache_key, compress
@@ -22,7 +22,7 @@ from .roles.coordinator import route
 from .roles.planner import make_plan
 from .roles.reporter import write_report
 from .roles.researcher import execute_plan
-from .store.artifacts import ArtifactStore
+from .store.artifacts import CORPUS_CACHE, ArtifactStore, remove_stale_temps
 from .store.lineage import LineageStore
 from .store.partition_lock import partition_lock
 
@@ -142,8 +142,10 @@ def resume_budget(ctx: ResearchContext) -> None:
 
 def plan_stage(ctx: ResearchContext) -> ResearchPlan:
     # A run starts here, holding the partition's run lock (nobody else writes in the partition):
-    # the temp files a killed writer left can go.
+    # the temp files a killed writer left can go, and those of the shared corpus cache (a dead
+    # writer's only: other researches may be writing there).
     ctx.store.remove_stale_temps()
+    remove_stale_temps(ctx.settings.artifacts_path / CORPUS_CACHE)
     ctx.log("planning")
     plan = make_plan(ctx)
     ctx.lineage.record_plan(ctx.partition_key, ctx.run_id, plan, plan_folder(plan.plan_title))
@@ -204,6 +206,11 @@ def compression_stage(ctx: ResearchContext, plan: ResearchPlan, outputs: ToolOut
 def report_stage(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle, outputs: ToolOutputs) -> Report:
     ctx.log("writing the report")
     report = write_report(ctx, plan, bundle, outputs)
+    # The compressor's statements checked against the raw outputs (roles/compressor.py), per research.
+    report.grounding = Grounding(
+        grounded=sum(s.grounding.grounded for s in bundle.summaries),
+        dropped=sum(s.grounding.dropped for s in bundle.summaries),
+    )
     # Recurring partitions (<slug>--YYYY-MM-DD) get "What changed since <previous date>".
     report = add_what_changed(ctx, report, bundle)
     ctx.lineage.record_budget(ctx.partition_key, ctx.run_id, "research_report", ctx.budget.snapshot())

@@ -31,7 +31,7 @@ from dagster_duckdb import DuckDBResource
 from ..core.context import ResearchContext, logger
 from ..core.errors import ResearchError, ResearchInterrupted, redact, redact_exception_chain, storage_failure
 from ..core.models import Report, ResearchPlan, SummaryBundle, SummaryRecord, ToolCallRecord, ToolOutputs
-from ..core.naming import short_artifact_name, slugify
+from ..core.naming import markdown_code, short_artifact_name, slugify
 from ..core.pipeline import (
     compress_one,
     is_compressed,
@@ -42,9 +42,10 @@ from ..core.pipeline import (
     summaries_bundle,
 )
 from ..core.store.artifacts import ArtifactReader
-from ..core.store.partition_lock import partition_lock
+from ..core.store.partition_lock import PartitionBusy, partition_lock
 from .partitions import research_partitions
 from .resources import ResearchConfig, lineage_store
+from .runs import failure_kind
 
 GROUP = "research"
 # Model and tool calls can fail transiently; a retried op re-uses every stored compression.
@@ -58,7 +59,8 @@ def _failure(stage: str, exc: Exception) -> Failure:
     redact_exception_chain(exc)  # the causes are logged too (`raise _failure(...) from exc`)
     return Failure(
         description=f"{stage} failed: {message}",
-        metadata={"error": message},
+        # "kind" lets the CLI print a storage failure or a busy partition as its one line alone.
+        metadata={"error": message, "kind": failure_kind(exc)},
         allow_retries=isinstance(exc, ResearchError) and exc.retryable,
     )
 
@@ -104,21 +106,31 @@ def _research(
 
     log = _ProgressLog(context)
     lineage = lineage_store(duckdb)
-    with lineage.session(), log:
-        try:
-            ctx = open_context(
-                context.partition_key,
-                research.settings(duckdb.database),
-                lineage,
-                context.run_id,
-                log,
-                # Dagster defers Ctrl-C/SIGTERM to the end of a step; the research loop polls it
-                # between tool calls instead, so one interrupt stops the run within seconds.
-                interrupted=check_captured_interrupt,
-            )
-        except USER_FACING_ERRORS as exc:
-            raise _failure(context.op_def.name, exc) from exc
-        yield ctx
+    try:
+        with lineage.session(), log:
+            try:
+                ctx = open_context(
+                    context.partition_key,
+                    research.settings(duckdb.database),
+                    lineage,
+                    context.run_id,
+                    log,
+                    # Dagster defers Ctrl-C/SIGTERM to the end of a step; the research loop polls it
+                    # between tool calls instead, so one interrupt stops the run within seconds.
+                    interrupted=check_captured_interrupt,
+                )
+            except USER_FACING_ERRORS as exc:
+                raise _failure(context.op_def.name, exc) from exc
+            yield ctx
+    except Failure:
+        raise
+    except Exception as exc:
+        # A full or read-only disk, or a corrupt lineage database, met outside a stage (opening the
+        # context, the summaries ops, the session's last commit): one line, never retried.
+        storage = storage_failure(exc)
+        if storage is None:
+            raise
+        raise _failure(context.op_def.name, storage) from exc
 
 
 @contextmanager
@@ -130,6 +142,10 @@ def _stage(ctx: ResearchContext, stage: str) -> Iterator[None]:
             ctx.lineage.run_started(ctx.run_id, ctx.partition_key, stage)
             with _recorded(ctx, stage):
                 yield
+    except PartitionBusy as exc:
+        # Another run holds the partition: one line naming it, never retried (a retry would
+        # only be refused again, seconds later).
+        raise _failure(stage, exc) from exc
     except Exception as exc:
         storage = storage_failure(exc)  # full disk, corrupt database: one line, never retried
         if storage is None or isinstance(exc, Failure):
@@ -286,7 +302,7 @@ def _tool_outputs_asset(
     metadata["calls"] = MetadataValue.md(
         "| call | tool | artifact | raw tokens |\n|---|---|---|---:|\n"
         + "\n".join(
-            f"| {c.call_id} | {c.tool} | `{short_artifact_name(c.artifact_file, 40)}` | {c.raw_tokens:,} |"
+            f"| {c.call_id} | {c.tool} | {markdown_code(short_artifact_name(c.artifact_file, 40))} | {c.raw_tokens:,} |"
             for c in outputs.calls
         )
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dagster import ConfigurableIOManager, Failure, InputContext, MetadataValue, OutputContext
 from pydantic import BaseModel
 
+from ..core.errors import storage_failure
 from ..core.models import ToolOutputs
 from ..core.pipeline import STAGE_FILES, load_stage, save_stage
 from ..core.store.artifacts import ArtifactStore
@@ -28,9 +29,19 @@ class ResearchIOManager(ConfigurableIOManager):
     def handle_output(self, context: OutputContext, obj: BaseModel) -> None:
         stage = context.asset_key.path[-1]
         store = self._store(context.asset_partition_key)
-        if isinstance(obj, ToolOutputs):
-            verify_raw_files(store, obj)
-        name = save_stage(store, stage, obj)
+        try:
+            if isinstance(obj, ToolOutputs):
+                verify_raw_files(store, obj)
+            name = save_stage(store, stage, obj)
+        except OSError as exc:
+            # A full or read-only disk: one line (not DagsterExecutionHandleOutputError and a
+            # traceback), and never retried: the same write fails the same way.
+            storage = storage_failure(exc)
+            if storage is None:
+                raise
+            raise Failure(
+                description=f"{stage} failed: {storage}", metadata={"kind": "storage"}, allow_retries=False
+            ) from exc
         context.add_output_metadata({"stored_at": MetadataValue.path(str(store.partition_dir / name))})
 
     def load_input(self, context: InputContext) -> BaseModel:

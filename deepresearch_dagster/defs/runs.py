@@ -23,6 +23,30 @@ QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 PID_TAG, HOST_TAG = "deepresearch/pid", "deepresearch/host"
 
 
+def failure_kind(exc: BaseException) -> str:
+    """What a step failure was, for its Failure's metadata: ``storage`` (full, read-only or corrupt
+    storage), ``busy`` (another run holds the partition) or ``research``."""
+    from ..core.errors import StorageError
+    from ..core.store.partition_lock import PartitionBusy
+
+    if isinstance(exc, StorageError):
+        return "storage"
+    return "busy" if isinstance(exc, PartitionBusy) else "research"
+
+
+def failure_kinds(events: list[Any]) -> list[str]:
+    """:func:`failure_kind` of each failed step that says (its Failure's ``kind`` metadata)."""
+    kinds = []
+    for event in events:
+        if not event.is_step_failure:
+            continue
+        data = event.step_failure_data.user_failure_data
+        kind = data.metadata.get("kind") if data and data.metadata else None
+        if kind is not None:
+            kinds.append(str(getattr(kind, "value", kind)))
+    return kinds
+
+
 def failure_reasons(events: list[Any]) -> list[str]:
     """The user-facing description of each failed step (a Failure's text, else the error)."""
     reasons = []
@@ -58,6 +82,11 @@ class RunOutcome:
     def interrupted(self) -> bool:
         return ResearchInterrupted.MESSAGE in self.message
 
+    @property
+    def storage_failure(self) -> bool:
+        """The run stopped on a full, read-only or corrupt storage (its message says what to do)."""
+        return not self.success and "storage" in failure_kinds(self.events)
+
 
 def execute(
     definitions: Definitions,
@@ -66,13 +95,16 @@ def execute(
     instance: DagsterInstance,
     run_config: dict[str, Any],
     tags: dict[str, str] | None = None,
+    run_id: str | None = None,
 ) -> RunOutcome:
     """``job_name`` for one (existing) partition, tagged with this process; never raises for a
-    failed step (the outcome says why)."""
+    failed step (the outcome says why). ``run_id``: the run's id, chosen by the caller (the CLI
+    names it in the partition's lock before the run starts)."""
     result = definitions.resolve_job_def(job_name).execute_in_process(
         partition_key=partition_key,
         instance=instance,
         raise_on_error=False,
+        run_id=run_id,
         run_config=run_config,
         tags={**(tags or {}), PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()},
     )

@@ -75,11 +75,24 @@ def test_token_budget_is_never_exceeded_with_a_model(fake_openai, corpus_dir):
     assert not report.complete and report.markdown  # stopped, and still a report
 
 
-def test_direct_answer_at_depth_zero_makes_no_tool_calls(corpus_dir):
+def test_the_offline_engine_researches_every_question_even_at_depth_zero(corpus_dir):
+    # Issue 27: it has no knowledge of its own, so it never declares a question directly answerable.
     ctx, report = run_research("Who is Ada Lovelace?", _settings(corpus_dir, engine="offline", depth=0))
+    assert ctx.lineage.query("SELECT count(*) AS n FROM tool_calls")[0]["n"] > 0
+    assert "Answered without tool calls" not in report.markdown
+
+
+def test_direct_answer_at_depth_zero_makes_no_tool_calls(fake_openai, corpus_dir):
+    plan = {
+        "plan_title": "Ada Lovelace",
+        "direct_answer": True,
+        "steps": [{"step_id": 1, "title": "Who she was", "description": "Who Ada Lovelace was.", "queries": []}],
+    }
+    fake_openai.script("planner", json.dumps(plan))
+    ctx, report = run_research("Who is Ada Lovelace?", _settings(corpus_dir, engine="openai", depth=0))
     assert ctx.lineage.query("SELECT count(*) AS n FROM tool_calls")[0]["n"] == 0
     assert not ctx.store.raw_dir(report.plan_title).exists()
-    assert "no tools were called" in report.markdown and "Answered without tool calls" in report.markdown
+    assert "Answered without tool calls" in report.markdown
 
 
 def test_hallucinated_citations_are_removed_and_counted(fake_openai, corpus_dir):

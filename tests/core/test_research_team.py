@@ -94,10 +94,16 @@ def test_tool_errors_are_recorded_as_raw_output_not_raised(fake_openai, make_con
     # The scripted researcher asks for a document that does not exist.
     bad_call = {"tool_calls": [("read_document", {"path": "../../etc/passwd"})]}
     done = {"content": "Nothing more to do."}
-    fake_openai.script("researcher", bad_call, done, bad_call, done, {"tool_calls": [("no_such_tool", {})]}, done)
+    # A refused call leaves the conversation as it was: asking again would get the same answer
+    # (replayed from the answer cache), so the step ends instead of repeating it to the cap.
+    fake_openai.script("researcher", bad_call, bad_call, {"tool_calls": [("no_such_tool", {})]}, done)
     outputs = research_stage(ctx, _plan())
     errors = [c for c in outputs.calls if c.status == "error"]
-    assert [c.tool for c in errors] == ["read_document", "read_document", "no_such_tool"]
+    assert [(c.step_id, c.tool) for c in errors] == [
+        ("1", "read_document"),
+        ("2", "read_document"),
+        ("3", "no_such_tool"),
+    ]
     for call in errors:
         raw = json.loads(ctx.store.resolve_relpath(call.artifact_path).read_text())
         assert "no document" in raw["error"] or "unknown tool" in raw["error"]

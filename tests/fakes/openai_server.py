@@ -27,6 +27,16 @@ with ``modes=("llamacpp", "strict_alternation")``) reproduce what real servers d
 - ``interrupt_streams``: like llama-cpp-python's default ``interrupt_requests``, a stream in
   progress ends with ``data: [DONE]`` (no ``finish_reason``) as soon as another request arrives
   (counted in ``stats()["interrupted"]``).
+- ``copies_example``: a structured answer is the prompt's worked example, copied verbatim (the
+  first JSON object with exactly the schema's keys in the system prompt, else in the latest user
+  turn that has one), as a real 1.5B model did, repair rounds included; other requests get the
+  default answer.
+- ``invents_figure``: compressor answers are the default ones (drawn from the raw output) plus one
+  extraction bullet with a figure the output does not give, ``"Revenue: 999 million."``.
+- ``uncited_prose``: a reporter section adds to its default bullets a sentence that cites nothing
+  and no source states, one that a source states but is left uncited, and one citing a source
+  that does not say it; a sentence rewrite (``reporter_rewrite``) quotes the source's last summary
+  sentence, cited (:func:`uncited_prose_answer`).
 
 A request with ``"stream": true`` is answered as server-sent events, like the real servers: a role
 delta, the content (and tool-call arguments) in pieces, a chunk with the ``finish_reason``, a usage
@@ -72,6 +82,9 @@ MODES = (
     "schema_random",
     "slow_ignore_disconnect",
     "interrupt_streams",
+    "copies_example",
+    "invents_figure",
+    "uncited_prose",
 )
 STREAM_PIECE = 64  # characters of content per streamed delta (real servers send a token each)
 LLAMACPP_JSON_SCHEMA_ERROR = (
@@ -201,6 +214,31 @@ def default_answer(role: str, body: dict[str, Any]) -> dict[str, Any]:
         lines = [f"- {_SENTENCE.split(text)[0]} [{n}]" for n, text in blocks]
         return {"content": json.dumps({"markdown": "\n".join(dict.fromkeys(lines)) or "No sources were consulted."})}
     return {"content": "unknown role"}
+
+
+def uncited_prose_answer(body: dict[str, Any]) -> dict[str, Any] | None:
+    """``uncited_prose``: a section's default bullets, then three sentences about the first source
+    of its working memory: none cites and no source states it, its second summary sentence
+    uncited, an invented figure cited to it; a rewrite quotes that source's last summary sentence
+    with its citation. None (the default answer) for the lookups and the outline."""
+    messages = unfold(body["messages"])
+    ask = _last_user(messages)
+    memory = next((m["content"] for m in messages if m["role"] == "user" and "Working memory:" in m["content"]), "")
+    blocks = re.findall(r"^\[(\d+)\] [^\n]*\n([^\n]+)", memory, re.M)
+    if not blocks or body.get("tools"):
+        return None
+    n, sentences = blocks[0][0], _SENTENCE.split(blocks[0][1])
+    if "Rewrite one sentence of the section:" in ask:
+        return {"content": json.dumps({"markdown": f"{sentences[-1]} [{n}]"})}
+    if "Write the section:" not in ask:
+        return None
+    default = json.loads(default_answer("reporter", {**body, "messages": messages})["content"])["markdown"]
+    prose = [
+        "- Every analyst we know of calls the outlook bright.",
+        *([f"- {sentences[1]}"] if len(sentences) > 2 else []),
+        f"- The first of these was made on the Moon in 1850 [{n}].",
+    ]
+    return {"content": json.dumps({"markdown": "\n".join([default, *prose])})}
 
 
 # --- answers generated from a JSON schema ---------------------------------------------------
@@ -480,6 +518,10 @@ class FakeOpenAIServer:
     def _generated(self, role: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """What the weak / schema-driven models answer instead of the role's default."""
         schema = _schema_of(body)
+        if "invents_figure" in self.modes and role == "compressor":
+            first = {**body, "messages": unfold(body["messages"])[:2]}  # the raw output, even in a repair round
+            answer = json.loads(default_answer(role, first)["content"])
+            return {"content": json.dumps({**answer, "extraction": [*answer["extraction"], "Revenue: 999 million."]})}
         if "weak_placeholder" in self.modes:
             if schema is None:
                 return {"content": "string"}
@@ -490,6 +532,20 @@ class FakeOpenAIServer:
             with self.lock:
                 value = random_instance(schema, self.rng)
             return {"content": json.dumps(value, ensure_ascii=False)}
+        if "copies_example" in self.modes and schema is not None:
+            messages = unfold(body["messages"])
+            shown = [str(m.get("content") or "") for m in messages if m.get("role") == "system"]
+            shown += [str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"]
+            for text in shown:
+                for start in (i for i, c in enumerate(text) if c == "{"):
+                    try:
+                        example, end = json.JSONDecoder().raw_decode(text, start)
+                    except ValueError:
+                        continue
+                    if isinstance(example, dict) and set(example) == set(schema.get("properties", {})):
+                        return {"content": text[start:end]}
+        if "uncited_prose" in self.modes and role == "reporter":
+            return uncited_prose_answer(body)
         return None
 
     def _answer(self, role: str, body: dict[str, Any], scripted: Any) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from .pdf import extract_pdf_document
 from .spreadsheet import extract_csv_document, extract_xlsx_document
 from .stream import STREAMABLE, cache_key, sha256_file, stream_text_document, streamable
 
-EXTRACTOR_VERSION = 2  # 2: plain text and PDF bullets reflowed
+EXTRACTOR_VERSION = 3  # 2: plain text and PDF bullets reflowed; 3: a sentence (or a lone line) is no title
 MAX_BYTES = 50 * 1024 * 1024
 EXTRACTORS: dict[str, Callable[[bytes, str], ExtractedDocument]] = {
     ".md": extract_markdown,

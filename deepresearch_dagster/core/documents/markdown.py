@@ -57,11 +57,21 @@ def first_title(text: str, fallback: str) -> str:
         match = HEADING.match(line)
         if match and len(match.group(1)) == 1:
             return match.group(2).strip()
-    first = next((line.strip() for line in text.splitlines()[:50] if line.strip()), "").lstrip("#").strip()
-    # A first line that reads as a paragraph (long, or several sentences) is not a title: the
-    # file's name says more, and stays short in the references.
+    lines = [line.strip() for line in text.splitlines()[:50] if line.strip()]
+    first = (lines[0] if lines else "").lstrip("#").strip()
+    # A first line that reads as a paragraph (long, or several sentences) or as a sentence (it
+    # ends like one) is not a title: the file's name says more, and stays short in the
+    # references. Nor is the only line of a file: its one sentence is the document's content,
+    # and a title is dropped from what is searched and quoted.
     sentences = len(re.findall(r"[.!?](?:\s|$)", first))
-    if not first or len(first) > MAX_TITLE_CHARS or sentences > 1 or first.startswith("|"):
+    if (
+        not first
+        or len(first) > MAX_TITLE_CHARS
+        or sentences > 1
+        or first.startswith("|")
+        or first.endswith((".", "!"))
+        or len(lines) == 1
+    ):
         return " ".join(re.sub(r"[_\-]+", " ", fallback).split()) or fallback
     return first
 

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..config import ResearchSettings
 from ..errors import ConfigError, redact
+from ..llm.example_leaks import ExampleLeak, find_leaks, leak_reason
 from ..llm.openai_engine import retry_after_seconds, sdk_deadline_transport, server_message
 from ..llm.prompts import render
 from ..llm.structured import INVALID_DIR, parse_json_object
@@ -231,7 +232,9 @@ class Judge:
             job.result["tokens"] += prompt_tokens + completion_tokens
             try:
                 verdict = contract.model_validate(parse_json_object(text))
-            except (ValueError, RecursionError) as exc:  # not JSON, or not a verdict
+                if leaks := find_leaks(verdict.model_dump(mode="json"), messages):
+                    raise ExampleLeak(leak_reason(leaks))  # the prompt's example, not a verdict
+            except (ValueError, RecursionError) as exc:  # not JSON, not a verdict, or the example
                 stored = self._store_invalid(job.partition_dir, text)
                 why = _why(exc)
                 self._record(job, attempt, "invalid", prompt_tokens, completion_tokens, started, stored, why)
@@ -404,6 +407,8 @@ def _answer(response: Any, messages: list[dict[str, Any]]) -> tuple[str, int, in
 
 
 def _why(exc: BaseException) -> str:
+    if isinstance(exc, ExampleLeak):
+        return str(exc)
     if isinstance(exc, json.JSONDecodeError):
         return f"not valid JSON ({exc.msg})"
     errors = getattr(exc, "errors", None)

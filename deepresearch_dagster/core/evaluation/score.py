@@ -40,8 +40,9 @@ MUST_CITE = ("executive summary", "key findings")
 _CITATION = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
 # A bold lead opening a paragraph (``**The question, restated.**``) introduces; it states nothing.
 _BOLD_LEAD = re.compile(r"^\*\*[^*]+\*\*\s*")
-# ``… Lilu. [1] A lilu …``: the citation belongs to the sentence before it, not to the next one.
-_CITATION_AFTER_END = re.compile(r"([.!?])((?:\s*\[\d+(?:\s*,\s*\d+)*\])+)")
+# ``… Lilu. [1] A lilu …``: the citation belongs to the sentence before it, not to the next one
+# (also after a closing quote or parenthesis: ``… “Red Gloves.” [6]``, ``… newspaper "B.Z.". [3]``).
+_CITATION_AFTER_END = re.compile(r"((?:[.!?][\"'”’)]*)+)((?:\s*\[\d+(?:\s*,\s*\d+)*\])+)")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
 # A line that calls a figure older, not current (the private-document benchmark's reading).
 _STALE_NOTE = re.compile(r"supersed|outdated|archiv|previous|earlier|older|stale|no longer|formerly", re.I)

@@ -11,11 +11,9 @@ lean on missing context a penalty.
 Size budget: the whole injected message (JSON keys, title, summary, extraction, artifact file name)
 gets 5 % of the raw output's tokens (``message_budget``), never less than the contract's floor (a
 5-word title and three sentences). The summary opens with the best unit, then the next two best
-informative ones (about the step's title or the question's entity, not only its generic words).
-Each may be trimmed to a coordinated clause or lose a trailing phrase when that is still a
-sentence that keeps most of its score and every number, date and name: the most relevant
-combination that fits the budget wins (whole sentences first), else (a page too short for the
-floor) the shortest. The title then grows to 12 words and the extraction adds the next best units,
+informative ones (about the step's title or the question's entity, not only its generic words),
+each whole: a sentence is never cut inside the clause or list that carries its claim. The title
+then grows to 12 words and the extraction adds the next best units,
 never repeating the summary, while the message fits. In a short document (≤ ~800 tokens: a fact sheet,
 a passage) fact-bearing units — table rows, bullets and sentences with figures, dates or names —
 may fill up to 10 items within ~70 % of it, the matching ones first, then the rest in reading
@@ -25,7 +23,6 @@ heading is kept. Search listings become three short sentences, never larger than
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import re
@@ -35,8 +32,6 @@ from typing import Any
 
 from ..text import (
     ENDS_SENTENCE,
-    NUMBER,
-    STOPWORDS,
     closed,
     content_terms,
     count_sentences,
@@ -46,15 +41,12 @@ from ..text import (
     table_cells,
     words,
 )
+from .answer_types import answers
 from .aspects import aspect_terms
 from .planning import DOCUMENT_GUIDANCE, REQUEST_WORDS
 from .sentences import context_dependent, has_fact, is_fragment, looks_english, looks_like_code, named_entities
-from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, LIST_MARKER, cap_words
+from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, LIST_MARKER, cap_words, names
 
-# Planner template words that say nothing about the topic.
-TEMPLATE_WORDS = set(content_terms("sub-question works work term terms kind kinds limitations outlook")) - set(
-    content_terms("limitations outlook")
-)
 SECTION_WORDS = set(content_terms("background overview introduction context limitations outlook future summary"))
 _NUMBER_WORDS = re.compile(
     r"\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|dozen|hundred|thousand)\b", re.IGNORECASE
@@ -91,13 +83,12 @@ MAX_SENTENCE_TOKENS = 60
 MAX_UNIT_WORDS = 90
 # The summary's other sentences are the best informative units among the SUMMARY_CANDIDATES best:
 # about the step's title or the question's entity and scored at least INFORMATIVE of the best.
-# A sentence trimmed to a clause must keep KEEP of its score and all its numbers, dates and names.
 INFORMATIVE = 0.1
-KEEP = 0.8
 FLOOR_TOKENS = (
     JSON_TOKENS + ARTIFACT_TOKENS + MAX_TITLE_TOKENS + SUMMARY_SENTENCES * MAX_SENTENCE_TOKENS + PADDING_TOKENS
 )
 _BM25_K1, _BM25_B = 1.2, 0.75
+ANSWER_BONUS = 1.3
 
 _FETCH_HEADER = re.compile(r"^\s*Title:[^\n]*?\s+URL:\s*\S+\s*(?:Note: truncated at \d+ bytes\s*)?", re.IGNORECASE)
 _HEADER_TITLE = re.compile(r"^\s*Title:\s*(.*?)\s+URL:", re.IGNORECASE | re.DOTALL)
@@ -144,7 +135,7 @@ def compress_extractively(payload: dict[str, Any]) -> dict[str, Any]:
             if "error" in data:
                 return _not_useful("The tool call failed with an error.", step_title)
             if isinstance(data.get("results"), list):
-                return _compress_search(data, step_title, raw)
+                return _compress_search(data, payload, raw)
             if isinstance(data.get("matches"), list):
                 return _compress_grep(data, step_title)
             if isinstance(data.get("content"), str):
@@ -182,19 +173,61 @@ def _strings(value: Any) -> list[str]:
 # ------------------------------------------------------------------------------------------ listings
 
 
-def _compress_search(data: dict[str, Any], step_title: str, raw: str) -> dict[str, Any]:
+def _compress_search(data: dict[str, Any], payload: dict[str, Any], raw: str) -> dict[str, Any]:
     results = [r for r in data["results"] if isinstance(r, dict)]
     query = str(data.get("query", ""))
     if not results:
-        return _not_useful(f'The search for "{query}" returned no results.', step_title)
+        return _not_useful(f'The search for "{query}" returned no results.', payload["step_title"])
     raw_tokens = estimate_tokens(raw)
     # The research team ranks and reads sources from the stored listing itself; memory keeps the
-    # gist: how many hits, the best one with its location, the titles of the next two.
+    # gist: how many hits, the best one with its location, the titles of the next two, and the
+    # snippets that answer the step ("Normandy, a region in France").
+    answering = _answering_snippets(results, payload)
     for title_words, with_next in ((8, True), (6, True), (5, False), (3, False)):
         out = _listing_summary(query, results, title_words, with_next)
+        for snippet in answering:
+            items = [*out["extraction"], snippet]
+            if _message_tokens(out["summary_title"], [out["summary"]], items) + 10 <= raw_tokens:
+                out["extraction"].append(snippet)
         if estimate_tokens(json.dumps(out, ensure_ascii=False)) + 10 <= raw_tokens:
             break
     return out
+
+
+MAX_SNIPPETS = 2
+
+
+def _answering_snippets(results: list[dict[str, Any]], payload: dict[str, Any]) -> list[str]:
+    """The listing's snippets (at most ``MAX_SNIPPETS``, best first) that answer the step: on its topic
+    (a name it asks about, else two of its words), with the kind of answer it asks for, best first."""
+    titles = {_norm(str(r.get("title") or "")) for r in results}
+    snippets = list(dict.fromkeys(str(r.get("snippet") or "").strip() for r in results))
+    units = [
+        Unit(t, "sentence", i, content_terms(t))
+        for i, t in enumerate(snippets)
+        if len(words(t)) >= 5 and _norm(t) not in titles
+    ]
+    if not units:
+        return []
+    weights, step_topic, entity = _weighted_query(payload)
+    keys = _key_names(payload)
+    score = _scorer(units, weights, entity, payload["step_title"])
+    # A name the step asks about (else two of its words), and the kind of answer it asks for.
+    asked = payload["step_title"]
+    useful = [
+        (score(u), u.text)
+        for u in units
+        if (any(k <= set(u.terms) for k in keys) if keys else len((step_topic | entity) & set(u.terms)) >= 2)
+        and answers(u.text, asked)
+    ]
+    return [text for s, text in sorted(useful, key=lambda x: -x[0]) if s > 0][:MAX_SNIPPETS]
+
+
+def _key_names(payload: dict[str, Any]) -> list[set[str]]:
+    """The content terms of each name the step's title or the question mentions ("Audrey Williams"):
+    a unit that names one of them is about what is asked, however few other words it shares."""
+    text = f"{payload['step_title']}. {payload.get('plan_title', '')}"
+    return [t for t in (set(content_terms(n)) for n in names(text)) if t]
 
 
 def _short_title(title: str, n: int) -> str:
@@ -373,7 +406,7 @@ def _weighted_query(payload: dict[str, Any]) -> tuple[dict[str, float], set[str]
     has words of its own: in a document about the entity they are everywhere and say nothing
     about this step ("challenges" is the step; "solid-state batteries" is every sentence).
     """
-    skip = INSTRUCTION_WORDS | TEMPLATE_WORDS
+    skip = INSTRUCTION_WORDS
 
     def terms(text: str) -> set[str]:
         return {t for t in content_terms(text) if t not in skip}
@@ -401,11 +434,12 @@ def _weighted_query(payload: dict[str, Any]) -> tuple[dict[str, float], set[str]
     return weights, step_topic, entity
 
 
-def _scorer(units: list[Unit], weights: dict[str, float], entity: set[str] | None = None) -> Any:
+def _scorer(units: list[Unit], weights: dict[str, float], entity: set[str] | None = None, asked: str = "") -> Any:
     """BM25 of a unit against the weighted query, with the statistics of the output's ``units``.
 
     The entity's words count as one concept (the best of them plus a fifth of the rest):
-    "solid-state batteries" is one match, not three."""
+    "solid-state batteries" is one match, not three. A unit holding the kind of answer the step
+    ``asked`` for (a name it does not give, a date, a figure) scores ``ANSWER_BONUS`` more."""
     entity = entity or set()
     n = len(units)
     df = Counter(t for u in units for t in set(u.terms))
@@ -434,6 +468,8 @@ def _scorer(units: list[Unit], weights: dict[str, float], entity: set[str] | Non
             s *= 1 + 0.15 * min(3, distinct - 1) if distinct > 1 else 1.0
             if has_fact(u.text):
                 s *= 1.15
+            if asked and answers(u.text, asked):
+                s *= ANSWER_BONUS
             s *= 1 + 0.04 * min(3, named_entities(u.text))
             if u.kind == "sentence":
                 if context_dependent(u.text):
@@ -445,9 +481,11 @@ def _scorer(units: list[Unit], weights: dict[str, float], entity: set[str] | Non
     return score
 
 
-def _scores(units: list[Unit], weights: dict[str, float], entity: set[str] | None = None) -> list[float]:
+def _scores(
+    units: list[Unit], weights: dict[str, float], entity: set[str] | None = None, asked: str = ""
+) -> list[float]:
     """BM25 of each unit against the weighted query (see ``_scorer``)."""
-    score = _scorer(units, weights, entity)
+    score = _scorer(units, weights, entity, asked)
     return [score(u) for u in units]
 
 
@@ -460,7 +498,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     weights, step_topic, entity = _weighted_query(payload)
     # A document of the user's own (read_document) is read more generously than a web page below.
     own_document = payload.get("tool_name") in DOCUMENT_TOOLS
-    scores = _scores(units, weights, entity)
+    scores = _scores(units, weights, entity, step_title)
     # "It generates 240 megawatts": a sentence that continues a relevant one shares its topic.
     for i in range(1, len(units)):
         same_paragraph = units[i].block == units[i - 1].block
@@ -493,14 +531,14 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     if own_document and not on_topic and entity_cov >= 0.5:
         # A document of the user's own that answers several of the step's asks in separate rows
         # ("Active members: 21,400", "Average monthly churn: 3.1%") is on topic too.
-        asked = set(content_terms(step_title)) - entity - SECTION_WORDS - INSTRUCTION_WORDS - TEMPLATE_WORDS
+        asked = set(content_terms(step_title)) - entity - SECTION_WORDS - INSTRUCTION_WORDS
         answered = {t for i, u in enumerate(units) if scores[i] > 0 and _fact_unit(u) for t in asked & set(u.terms)}
         on_topic = len(answered) >= 2 and coverage >= 0.2
     # A document titled after the step's topic ("Leadership team" for "Leadership and governance")
     # that states facts answers it, whatever words its rows use.
     # Not the planner's generic section names ("Limitations and outlook" vs "… — Outlook").
     # Only the step's title counts here: its description is the planner's template text.
-    title_topic = set(content_terms(step_title)) - entity - SECTION_WORDS - INSTRUCTION_WORDS - TEMPLATE_WORDS
+    title_topic = set(content_terms(step_title)) - entity - SECTION_WORDS - INSTRUCTION_WORDS
     if own_document:
         # A document of the user's own named after a word the step searches for ("headcount" for
         # "how big the team is"): its rows repeat that word in every line, so BM25 gives it ~0.
@@ -509,7 +547,9 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     titled = bool(title_topic & source_terms) and any(_fact_unit(u) for u in units)
     if titled and scores[best] <= 0:
         scores = [s if s > 0 else (0.01 if _fact_unit(u) else 0.0) for s, u in zip(scores, units, strict=True)]
-    if not (on_topic or about_entity or titled) or scores[best] <= 0:
+    # A unit that names what the step or the question names is never "not useful".
+    named = any(k <= set(u.terms) for k in _key_names(payload) for u in units)
+    if not (on_topic or about_entity or titled or named) or scores[best] <= 0:
         return _not_useful("The output does not address the step's topic.", step_title)
 
     raw_tokens = estimate_tokens(raw)
@@ -535,19 +575,16 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
             eligible.append(i)
     # The summary opens with the best unit, then the next two best informative ones (about the
     # step's title or the question's entity, not only its generic words such as "many"), else the
-    # next best: each whole, or trimmed to its answer-bearing clause when the budget is tight.
-    topical = (set(content_terms(step_title)) - INSTRUCTION_WORDS - TEMPLATE_WORDS) | entity
+    # next best.
+    topical = (set(content_terms(step_title)) - INSTRUCTION_WORDS) | entity
     informative = [i for i in eligible[1:] if scores[i] >= INFORMATIVE * top and topical & set(units[i].terms)]
     pool = eligible[:1] + [*informative, *(i for i in eligible[1:] if i not in informative)][: SUMMARY_SENTENCES - 1]
     source_title = payload.get("source_title") or (header.group(1).strip() if header else "") or units[0].text
     titles = _titles(source_title)
     title = titles[0]
-    score_of = _scorer(units, weights, entity)
-    forms = [_forms(units[i], scores[i], score_of) for i in pool]
-    room = budget - _message_tokens(title, [], [])
-    chosen = _choose_summary(forms, room)
-    summary_idx = [pool[k] for k, _ in chosen]
-    summary_sents = [form.text for _, form in chosen]
+    # Whole sentences only: a quote is never cut inside the clause or list that carries its claim.
+    summary_idx = list(pool)
+    summary_sents = [_as_sentence(units[i].text) for i in pool]
     padding = _padding(source_title, raw)
     # Odd punctuation can make two picked sentences read back as one; top up until the joined
     # summary counts 3 sentences by the schema's own rule.
@@ -644,6 +681,10 @@ def _fits_summary(text: str) -> bool:
     return len(words(text)) <= MAX_SUMMARY_WORDS and _json_tokens(_as_sentence(text)) <= MAX_SENTENCE_TOKENS
 
 
+# The padding sentences below: they say what a source is, never what it states.
+PADDING = re.compile(r"^(?:The source is titled\b|It contains about \d+ words|The full output is kept on disk)")
+
+
 def _padding(source_title: str, raw: str) -> list[str]:
     """Sentences that say what the source is, for a summary short of three sentences."""
     named = f'The source is titled "{cap_words(source_title, 12)}".'
@@ -675,133 +716,6 @@ def _titles(source_title: str) -> list[str]:
         plain = cap_words(" ".join(re.findall(r"\w+", source_title)), 5)
         out.insert(0, _title(plain, "findings for this step"))
     return out
-
-
-@dataclass(frozen=True)
-class Form:
-    """A candidate summary sentence: a unit's text or its answer-bearing clause, with its cost."""
-
-    text: str
-    tokens: int
-    score: float
-    full: bool
-
-
-def _forms(u: Unit, score: float, score_of: Any) -> list[Form]:
-    """The unit as a sentence, and (for a prose sentence) its clauses that stand alone.
-
-    A clause keeps the unit's score in proportion to its own BM25 score (never above the whole
-    sentence's) and is offered only if it keeps ``KEEP`` of it and every number, date and name of
-    the sentence: trimming drops wording, never a fact.
-    """
-    full = _as_sentence(u.text)
-    out = [Form(full, _json_tokens(full), score, True)]
-    if u.kind != "sentence" or score <= 0:
-        return out
-    base = score_of(u)
-    if base <= 0:
-        return out
-    for clause in _clauses(u.text):
-        part = score_of(Unit(clause, u.kind, u.pos, content_terms(clause), u.context, u.block))
-        # A clause must keep most of the sentence's relevance and every number, date and name in it.
-        if part >= KEEP * base and _specifics(u.text) <= _specifics(clause):
-            out.append(Form(clause, _json_tokens(clause), score * min(1.0, part / base), False))
-    return out
-
-
-# Coordinated clauses ("…, and the French scholar … announced …") may each stand alone; a trailing
-# relative or participial phrase ("…, which opened …", "…, with each …") may be dropped.
-_COORDINATION = re.compile(r"(?:,|;)\s+(?:and|but|while|whereas|yet|so|although|though)\s+|;\s+")
-_TRAILING = re.compile(
-    r",\s+(?=(?:which|who|whose|with|including|according to|as well as|making|leaving|causing|bringing)\b)"
-    r"|\s+(?=(?:during|in|by|through|after|for) which\b)|\s+\(|\s+[—–]\s+"
-)
-
-
-def _clauses(sentence: str) -> list[str]:
-    """Shorter sentences inside ``sentence``: its coordinated clauses, without trailing phrases.
-
-    Only pieces that are still sentences (five words or more, a verb, balanced quotes and
-    brackets, no instruction) are returned, verbatim but for the first letter's case and a full
-    stop.
-    """
-    body = sentence.strip()
-    end = ENDS_SENTENCE.search(body)
-    body = body[: end.start()] if end else body
-    cuts = list(_COORDINATION.finditer(body))
-    # A cut joins two clauses only when the pieces on both sides read as clauses ("Red, and blue,
-    # and green paint were sold" is a list, not three clauses; the verb test is crude, so the
-    # piece before a cut needs only a clause's length).
-    bounds = [0, *(x for m in cuts for x in (m.start(), m.end())), len(body)]
-    pieces = [body[bounds[2 * k] : bounds[2 * k + 1]] for k in range(len(cuts) + 1)]
-    cuts = [m for k, m in enumerate(cuts) if len(words(pieces[k])) >= 5 and _clause_like(pieces[k + 1])]
-    starts = [0, *(m.end() for m in cuts)]
-    stops = [*(m.start() for m in cuts), len(body)]
-    spans = [
-        body[starts[a] : stops[b]] for a in range(len(starts)) for b in range(a, len(stops)) if (a, b) != (0, len(cuts))
-    ]
-    out: list[str] = []
-    for span in [*spans, body]:
-        pieces = [span]
-        trailing = _TRAILING.search(span)
-        if trailing:
-            pieces.append(span[: trailing.start()])
-        for piece in pieces:
-            piece = piece.strip().rstrip(",;:—– ")
-            if piece == body or not _clause_like(piece) or not _balanced(piece) or is_instruction(piece):
-                continue
-            text = piece[:1].upper() + piece[1:] + "."
-            if text not in out:
-                out.append(text)
-    return out
-
-
-def _specifics(text: str) -> set[str]:
-    """The numbers (dates, figures) and names of a sentence: what trimming must never drop."""
-    names = {w.strip(".,;:()\"'“”‘’").lower() for w in text.split()[1:] if w[:1].isupper()} - {""}
-    return set(NUMBER.findall(text)) | (names - STOPWORDS)
-
-
-def _clause_like(text: str) -> bool:
-    return len(words(text)) >= 5 and not is_fragment(text)
-
-
-def _balanced(text: str) -> bool:
-    return (
-        text.count('"') % 2 == 0
-        and text.count("(") == text.count(")")
-        and text.count("“") == text.count("”")
-        and text.count("[") == text.count("]")
-    )
-
-
-def _choose_summary(forms: list[list[Form]], room: int) -> list[tuple[int, Form]]:
-    """One form of each unit: the most relevant combination within ``room`` tokens (whole
-    sentences first), else — a page too short for the contract's floor — the shortest."""
-    forms = [_pareto(f) for f in forms]
-    best: tuple[tuple[float, int], tuple[Form, ...]] | None = None  # ties: the whole sentences
-    floor: tuple[tuple[int, float], tuple[Form, ...]] | None = None
-    for combo in itertools.product(*forms):
-        tokens = sum(f.tokens for f in combo)
-        score = sum(f.score for f in combo)
-        if tokens <= room and (best is None or (score, tokens) > best[0]):
-            best = (score, tokens), combo
-        if floor is None or (tokens, -score) < floor[0]:
-            floor = (tokens, -score), combo
-    chosen = best or floor
-    return list(enumerate(chosen[1])) if chosen else []
-
-
-def _pareto(forms: list[Form]) -> list[Form]:
-    """The forms no other form beats on both size and score (the full sentence always stays)."""
-    return [
-        f
-        for f in forms
-        if f.full
-        or not any(
-            g.tokens <= f.tokens and g.score >= f.score and (g.tokens < f.tokens or g.score > f.score) for g in forms
-        )
-    ]
 
 
 def _norm(text: str) -> str:

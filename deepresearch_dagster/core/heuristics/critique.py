@@ -1,55 +1,55 @@
-"""The heuristic critic: sufficiency from coverage of question terms and plan steps."""
+"""The heuristic critic: sufficiency from the question's parts answered, plan steps with a source and
+bridges followed; the gaps are the follow-up queries."""
 
 from __future__ import annotations
 
+import math
+import re
+from collections import Counter
 from typing import Any
 
-from ..text import content_terms
-from .aspects import aspect_terms
-from .planning import part_terms, research_terms
+from ..text import MONTH, content_terms, split_sentences, words
+from .answer_types import specific
+from .compression import PADDING
+from .planning import content_query, enumerated_parts, research_terms
 from .report import parts_of, unanswered_parts
-from .terms import sentence_case
-
-# Words that shape the question rather than name its topic ("which strategies work best").
-QUESTION_SHAPE = frozenset(
-    "work works best better worst way ways make makes use uses do does done get good "
-    # the kind of answer asked ("which company", "how long", "what is it worth"): a name, a
-    # duration, an amount answers it, not the word
-    "company companies firm firms contractor supplier worth long much many typically typical".split()
-)
+from .terms import names, sentence_case
 
 
 def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
-    """Sufficiency from coverage: question terms found in memory, plan steps with a source."""
+    """Sufficiency from the question's parts answered (a source with the kind of answer each asks for),
+    the plan steps with a source, and the bridges not yet followed."""
     question = payload["question"]
     memory = payload.get("memory", [])
-    memory_terms = set(
-        content_terms(" ".join(f"{m.get('summary', '')} {' '.join(m.get('extraction', []))}" for m in memory))
-    )
-    # The request's topic, not its wording: "prepare", "brief", "cite your sources" are never gaps.
-    words_ = [w for w in research_terms(question) if w not in QUESTION_SHAPE]
-    # An aspect word ("challenges", "effects") is covered by its answer words ("costly", "failure").
-    missing = [
-        w
-        for w in words_
-        if not set(content_terms(w.replace("-", " "))) <= memory_terms and not aspect_terms(w) & memory_terms
-    ]
     # A part of the question that no source answers with the kind of answer it asks for ("when was
     # the contract awarded" and no date about it) is a gap, however many of its words are covered.
     sources = [{**m, "n": i + 1, "extraction": m.get("extraction", [])} for i, m in enumerate(memory)]
     parts = parts_of(question)
     unanswered = unanswered_parts({"question": question, "plan": payload["plan"], "sources": sources})
-    coverage = min(
-        1 - len(missing) / len(words_) if words_ else 1.0,
-        1 - len(unanswered) / len(parts),
+    coverage = 1 - len(unanswered) / len(parts)
+    # The best evidence names something the question does not (the bridge): the answer may be one
+    # hop further, on that thing's own page. Until it is followed, the research is not sufficient.
+    hops = (
+        (unvisited(question, payload["plan"], memory) + bridges(question, memory))[:MAX_BRIDGES]
+        if _factoid(question)
+        else []
     )
     steps = payload["plan"]["steps"]
     sourced = {str(m["step_id"]) for m in memory if m.get("source")}
     uncovered = [s for s in steps if str(s["step_id"]) not in sourced]
     step_cov = 1 - len(uncovered) / len(steps) if steps else 1.0
     score = max(1, min(10, round(1 + 9 * (0.5 * coverage + 0.5 * step_cov))))
-    topic = " ".join(research_terms(question)[:4])
+    if hops:
+        score = min(score, BRIDGE_SUFFICIENCY)
     gaps = [
+        {
+            "description": f"{name}: {sentence_case(question)}?" + (f" (named by {source})" if source else ""),
+            "severity": "high",
+            "suggested_query": query,
+        }
+        for name, source, query in hops
+    ]
+    gaps += [
         {
             "description": f"Step '{s['title']}' found no usable source.",
             "severity": "high",
@@ -61,17 +61,9 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
         {
             "description": f"No source yet answers '{sentence_case(part)}?'.",
             "severity": "high",
-            "suggested_query": " ".join(dict.fromkeys([*part_terms(part), *research_terms(question)[:4]])),
+            "suggested_query": content_query(part, " ".join(research_terms(question)[:4])),
         }
         for part in unanswered[:3]
-    ]
-    gaps += [
-        {
-            "description": f"No evidence yet on '{w}'.",
-            "severity": "high" if coverage < 0.5 else "medium",
-            "suggested_query": f"{w} {topic}".strip(),
-        }
-        for w in missing[:3]
     ]
     return {
         "sufficiency": score,
@@ -79,3 +71,156 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
         "contradictions": [],
         "recommendation": "Sufficient to report." if not gaps else "Research the listed gaps before reporting.",
     }
+
+
+# An unfollowed bridge caps the sufficiency below the default threshold (7).
+BRIDGE_SUFFICIENCY = 5
+MAX_BRIDGES = 2
+
+
+def _factoid(question: str) -> bool:
+    """A question (not a listed brief) of one or two parts that asks for one specific answer."""
+    parts = parts_of(question)
+    return enumerated_parts(question) is None and len(parts) <= 2 and any(specific(p) for p in parts)
+
+
+def _same(a: str, b: str) -> bool:
+    """Two stems of one word family ("direct" and "director", "produc" and "producer")."""
+    short, long_ = sorted((a, b), key=len)
+    return a == b or (len(short) >= 5 and long_.startswith(short))
+
+
+def _positions(sentence: str, terms: set[str]) -> list[int]:
+    """Word positions in ``sentence`` whose stem is one of ``terms`` (or of its word family)."""
+    out = []
+    for i, w in enumerate(words(sentence)):
+        stem = content_terms(w)
+        if stem and any(_same(stem[0], t) for t in terms):
+            out.append(i)
+    return out
+
+
+_WH = re.compile(r"^(?:who|whom|whose|what|which|when|where|how)$", re.IGNORECASE)
+MAX_RELATION_WORDS = 3
+
+
+def _nearest_asked(question: str, terms: list[str]) -> list[str]:
+    """The ``MAX_RELATION_WORDS`` of ``terms`` nearest the question's wh-word ("directed film" in "Who
+    directed the film …", "annual output 2011" in "… an annual output of what in 2011"), in order."""
+    tokens = [w.lower() for w in words(question)]
+    wh = next((i for i, w in enumerate(tokens) if _WH.match(w)), None)
+    if wh is None or len(terms) <= MAX_RELATION_WORDS:
+        return terms[:MAX_RELATION_WORDS]
+    where = {t: min((abs(i - wh) for i, w in enumerate(tokens) if w == t.lower()), default=99) for t in terms}
+    kept = set(sorted(terms, key=lambda t: where[t])[:MAX_RELATION_WORDS])
+    return [t for t in terms if t in kept]
+
+
+def unvisited(question: str, plan: dict[str, Any], memory: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """``(name, "", name)`` for the question's names that were neither searched on their own (a query
+    of the name and at most three other words) nor read on a page about them."""
+    queries = [set(content_terms(q)) for s in plan.get("steps", []) for q in s.get("queries") or []]
+    pages = [set(content_terms(f"{m['source']} {m.get('summary_title', '')}")) for m in memory if m.get("source")]
+    out = []
+    for name in names(question):
+        terms = set(content_terms(name))
+        if len(re.sub(r"\W", "", name)) <= 3:
+            continue  # "UK": too short to search alone
+        if (
+            terms
+            and not any(terms <= q and len(q - terms) <= 3 for q in queries)
+            and not any(terms <= p for p in pages)
+        ):
+            out.append((name, "", name))
+    return out
+
+
+def bridges(question: str, memory: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """``(name, source, query)`` for the names the best evidence for ``question`` gives that the
+    question does not: what the answer is about when it lies one hop further (the bridge).
+
+    Evidence sentences rank by the question's names they state whole, then by the question's terms,
+    each weighted by its inverse frequency among them. The best source's new names are the
+    candidates, nearest to the question's relation words (its words outside its names) first:
+    "'Maximum Overdrive' (1986)" for "the film shot in Leland in 1986". When the best candidate's
+    own page was read, its sentences are the next hop. The query is the name and the question's
+    words nearest its wh-word that the hop's source does not state."""
+    sentences = [
+        (s, str(m["source"]))
+        for m in memory
+        if m.get("source")
+        for s in [*split_sentences(str(m.get("summary", ""))), *m.get("extraction", [])]
+        if not PADDING.match(s)
+    ]
+    # What each source is about: its file name or address and its title ("Neighbours.txt").
+    about = {
+        str(m.get("source")): set(content_terms(f"{m.get('source')} {m.get('summary_title') or ''}")) for m in memory
+    }
+    asked = set(content_terms(question))
+    question_names = [t for t in (set(content_terms(n)) for n in names(question)) if t]
+    named = set().union(*question_names)
+    relation = asked - named
+    df = Counter(t for s, _ in sentences for t in set(content_terms(s)))
+
+    def score(sentence: str, terms: set[str]) -> float:
+        have = set(content_terms(sentence))
+        return sum(math.log(1 + len(sentences) / (df[t] or 1)) for t in terms if any(_same(t, h) for h in have))
+
+    def rank(x: tuple[str, str]) -> tuple[float, float]:
+        held = [q for q in question_names if q <= set(content_terms(x[0]))]
+        return -sum(score(x[0], q) for q in held), -score(x[0], relation | named)
+
+    known = set(asked)  # the question's terms and those of every name followed so far
+    pool, fallback = sentences, []
+    for _ in range(3):  # at most three hops
+        ranked = sorted(pool, key=rank)
+        if not ranked or score(ranked[0][0], known) <= 0:
+            break
+        found: dict[str, tuple[bool, int, int]] = {}
+        for source in dict.fromkeys(src for _, src in ranked):  # the next source when one gives none
+            for order, (sentence, _) in enumerate(x for x in ranked if x[1] == source):
+                new = _new_names(sentence, relation, known, question_names, order)
+                found |= {n: min(k, found.get(n, k)) for n, k in new.items()}
+            if found:
+                break
+        candidates = sorted(found, key=lambda n: found[n])
+        if not candidates:
+            break
+        text = " ".join(s for s, src in ranked if src == source)
+        unmatched = [
+            w
+            for w in content_query(question).split()
+            if not _positions(text, set(content_terms(w))) and not set(content_terms(w)) <= named | known - asked
+        ]
+        query = " ".join(_nearest_asked(question, unmatched))
+        beyond = {
+            n: [x for x in sentences if x[1] != source and set(content_terms(n)) <= about[x[1]]] for n in candidates
+        }
+        unfollowed = [(n, source, f"{n} {query}".strip()) for n in candidates if not beyond[n]][:MAX_BRIDGES]
+        if not beyond[candidates[0]]:
+            return unfollowed
+        # The nearest name's own page was read: it is the next hop (the others, if it leads nowhere).
+        fallback = fallback or unfollowed
+        known |= set(content_terms(candidates[0]))
+        pool = beyond[candidates[0]]
+    return fallback
+
+
+def _new_names(
+    sentence: str, relation: set[str], known: set[str], question_names: list[set[str]], order: int
+) -> dict[str, tuple[bool, int, int]]:
+    """The sentence's names new to ``known`` (not a question's name extended, "Harris W. Fawell
+    Congressional Papers", nor a date), each keyed by: no relation word in the sentence, the distance
+    to the nearest one (else its position: the page is about the question's name), ``order``."""
+    related = _positions(sentence, relation)
+    out = {}
+    for name in names(sentence):
+        terms = set(content_terms(name))
+        if not terms or terms <= known or any(q <= terms for q in question_names):
+            continue
+        if re.fullmatch(rf"(?:{MONTH})(?:\s+\d+)*", name, re.IGNORECASE):
+            continue
+        at = _positions(sentence, terms)
+        near = min((abs(p - q) for p in at for q in related), default=99) if related else min(at, default=99)
+        out[name] = (not related, near, order)
+    return out

@@ -19,17 +19,17 @@ import re
 from typing import Any
 
 from ..text import content_terms
-from .answer_types import HOW_MEASURE, MEASURES
+from .answer_types import HOW_MEASURE, MEASURES, specific
 from .terms import (
     CLAUSE_SPLIT,
     COPULA_LEAD,
-    DEFINITIONAL,
     DO_LEAD,
     PARTICIPLE_END,
     QUESTION_LEAD,
     SUBJECT_LEAD,
     antecedent,
     cap_words,
+    names,
     question_parts,
     sentence_case,
     topic_terms,
@@ -70,38 +70,6 @@ MARKER = re.compile(r"(?:(?<=\s)|^)(?:\((\d{1,2})\)|(\d{1,2})[.)]|\(([a-h])\)|([
 BULLET = re.compile(r"^\s*(?:[-*•+▪–]|\d{1,2}[.)]|\(\d{1,2}\))\s+(.+)$")
 POSSESSIVE_LEAD = re.compile(r"^(?:its|their|his|her|the\s+company's|the\s+company’s|the\s+firm's)\s+", re.IGNORECASE)
 LIST_SPLIT = re.compile(r"\s*(?:,\s*(?:and\s+|or\s+)?|;\s*|\s+and\s+(?!how\b|what\b|why\b))", re.IGNORECASE)
-# Words that may start a capitalized run without being a name.
-NOT_NAMES = {
-    "what",
-    "how",
-    "why",
-    "which",
-    "who",
-    "when",
-    "where",
-    "the",
-    "a",
-    "an",
-    "and",
-    "or",
-    "in",
-    "on",
-    "of",
-    "for",
-    "to",
-    "is",
-    "are",
-    "do",
-    "does",
-    "please",
-    "tell",
-    "me",
-    "i",
-    "we",
-    "our",
-    "be",
-    "cite",
-}
 # Words of the request's wording rather than its topic; they never enter a query.
 REQUEST_WORDS = set(
     content_terms(
@@ -127,7 +95,8 @@ def plan_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
         or _entity_plan(question, max_steps)
         or _question_plan(question, max_steps)
     )
-    plan["direct_answer"] = bool(DEFINITIONAL.match(question))
+    # The offline engine knows nothing of its own: every question is researched.
+    plan["direct_answer"] = False
     # Whatever the input, the plan keeps the schema's bounds (title 3–200, description 10–2000).
     title = " ".join(str(plan["plan_title"]).split())[:200]
     plan["plan_title"] = title if len(title) >= 3 else f"Research: {title or 'question'}"
@@ -181,7 +150,7 @@ def entity_of(text: str) -> str:
     if asked and asked.end() < len(text) and text[asked.end() :][:1].isupper():
         text = text[asked.end() :]
     about = re.search(r"\b(?i:on|about|of|for|regarding|at)\s+(?=[A-Z0-9])", text)
-    if about and capitalized_runs(text[about.end() :]):
+    if about and names(text[about.end() :], fragment=True):
         text = text[about.end() :]
     # The name ends at a clause, a sentence end or an audience ("Orion Labs for our board").
     head = re.split(
@@ -191,10 +160,8 @@ def entity_of(text: str) -> str:
         maxsplit=1,
     )[0]
     head = re.sub(r"(?:'s|’s)$", "", head.strip())
-    names = capitalized_runs(head)
     # "We're weighing an investment in Brightfurrow": a lone capitalized first word is grammar.
-    first = head.split()[0].strip(".'’") if head.split() else ""
-    named = [n for n in names if not (n == first and " " not in n)] or names
+    named = names(head) or names(head, fragment=True)
     # "… a stake in Brackenfold Veterinary Group (the Leeds-based vet group)": the name an
     # appositive describes is the subject, not an earlier one ("the Project Heron process").
     described = re.match(r"\s*(?:,|\(|—|–)\s*(?:the|a|an)\s", text[len(head) :])
@@ -203,22 +170,6 @@ def entity_of(text: str) -> str:
     if named and len(head.split()) > 6:
         return named[0]
     return " ".join(head.split()[:8]).strip(" .")
-
-
-def capitalized_runs(text: str) -> list[str]:
-    runs: list[str] = []
-    current: list[str] = []
-    for word in re.findall(r"[\w&'’.-]+", text):
-        clean = word.strip(".'’")
-        if (clean[:1].isupper() and clean.lower() not in NOT_NAMES) or (current and clean in {"&", "of"}):
-            current.append(re.sub(r"(?:'s|’s)$", "", clean))
-        else:
-            if current:
-                runs.append(" ".join(current).strip(" &of"))
-            current = []
-    if current:
-        runs.append(" ".join(current).strip(" &of"))
-    return [r for r in runs if r]
 
 
 def clean_part(part: str, entity: str = "") -> str:
@@ -289,36 +240,8 @@ def _inline_list(text: str) -> tuple[str, list[str]] | None:
 # --- plan shapes ---------------------------------------------------------------------------------
 
 
-# How documents word common business aspects that requests name abstractly ("governance" is
-# written as "board of directors"): added to the aspect's own query, never replacing it.
-ASPECT_VOCABULARY = {
-    "funding": "rounds raised investors",
-    "financial": "revenue ARR burn runway",
-    "trajectory": "revenue growth",
-    "pricing": "price list per month",
-    "roadmap": "launch planned",
-    "operational": "KPIs",
-    "performance": "KPIs",
-    "risks": "risk register",
-    "leadership": "CEO CFO CTO founders",
-    "governance": "board of directors chair",
-    "satisfaction": "NPS net promoter score",
-    "team": "headcount employees",
-    "valuation": "post-money pre-money",
-    "cost": "price list pricing",
-    "margins": "gross margin EBITDA",
-    "losses": "EBITDA net loss",
-    "owns": "shareholders ownership cap table",
-    "ownership": "shareholders cap table",
-    "runs": "CEO founders",
-    "sell": "products range",
-}
-
-
 def _expanded(entity: str, aspect: str) -> str:
-    terms = part_terms(aspect)[:6]
-    extra = list(dict.fromkeys(ASPECT_VOCABULARY[t] for t in terms if t in ASPECT_VOCABULARY))
-    return " ".join([entity, *terms, *extra]).strip()
+    return " ".join([entity, *part_terms(aspect)[:6]]).strip()
 
 
 def _quoted(queries: list[str]) -> str:
@@ -480,9 +403,9 @@ def _imperative_plan(question: str, max_steps: int) -> dict[str, Any] | None:
     if QUESTION_LEAD.match(rest) or CLAUSE_SPLIT.search(rest):
         return _question_plan(rest, max_steps, title=_title(deliverable, entity_of(rest), rest))
     entity = entity_of(rest)
-    names = capitalized_runs(rest)
-    if names and len(names[0].split()) >= len(re.sub(r"^(?:the|a|an)\s+", "", rest, flags=re.I).split()) - 1:
-        return _entity_steps(names[0], max_steps, _title(deliverable, names[0], rest))
+    found = names(rest, fragment=True)
+    if found and len(found[0].split()) >= len(re.sub(r"^(?:the|a|an)\s+", "", rest, flags=re.I).split()) - 1:
+        return _entity_steps(found[0], max_steps, _title(deliverable, found[0], rest))
     return _question_plan(rest, max_steps, title=_title(deliverable, entity, rest))
 
 
@@ -493,10 +416,10 @@ def _entity_plan(question: str, max_steps: int) -> dict[str, Any] | None:
     text = re.sub(r"^(?:what\s+do\s+(?:we|you)\s+know\s+about)\s+", "", text, flags=re.I)
     if len(text.split()) > 6:
         return None
-    names = capitalized_runs(text)
-    if not names or len(names[0].split()) < len(text.split()) - 2:
+    found = names(text, fragment=True)
+    if not found or len(found[0].split()) < len(text.split()) - 2:
         return None
-    return _entity_steps(names[0], max_steps, f"Overview of {names[0]}")
+    return _entity_steps(found[0], max_steps, f"Overview of {found[0]}")
 
 
 def _entity_steps(entity: str, max_steps: int, title: str, focus: str | None = None) -> dict[str, Any]:
@@ -509,56 +432,71 @@ def _entity_steps(entity: str, max_steps: int, title: str, focus: str | None = N
     return {"plan_title": title, "steps": steps}
 
 
+def content_query(*texts: str) -> str:
+    """The topic words of ``texts`` once each, in order (no stem twice), with the words sources use
+    for an asked measure ("how large" → size, length, capacity): the question's content."""
+    words = [m for text in texts for h in HOW_MEASURE.finditer(text) for m in MEASURES[h.group(1).lower()].split()]
+    # … the word after "how" asks the measure ("how much", "how tall"): sources do not write it.
+    words += [re.sub(r"['’]s$", "", w) for text in texts for w in topic_terms(re.sub(r"\bhow\s+\w+", " ", text))]
+    seen: set[str] = set()
+    kept = []
+    for w in words:
+        stems = set(content_terms(w.replace("-", " ")))
+        if stems and not stems <= seen:
+            kept.append(w)
+            seen |= stems
+    return " ".join(kept)
+
+
+def _named(text: str) -> list[str]:
+    """The names of ``text`` that make a search of their own (no word twice, more than 3 letters)."""
+    return [" ".join(dict.fromkeys(n.split())) for n in names(text) if len(re.sub(r"\W", "", n)) > 3]
+
+
 def _question_plan(question: str, max_steps: int, title: str | None = None) -> dict[str, Any]:
-    """Background, one step per sub-question, limitations/outlook."""
-    clauses = question_parts(question)
+    """One step per part, searched with the part's content and its names. A question that asks for an
+    account ("What are the challenges …", "Why …") also gets background and limitations steps."""
+    clauses = question_parts(question) or [question]
     # "By how much did the Kestrel Bay heat network exceed …": the topic is the subject, not its verb.
-    subject = antecedent(clauses[0]) if clauses and DO_LEAD.match(clauses[0]) else None
-    topic_words = (
-        topic_terms(subject or (clauses[0] if clauses else question), drop_aspects=True)
-        or topic_terms(question)
-        or ["the question"]
-    )
+    subject = antecedent(clauses[0]) if DO_LEAD.match(clauses[0]) else None
+    topic_words = topic_terms(subject or clauses[0], drop_aspects=True) or topic_terms(question) or ["the question"]
     topic_words = [w for w in topic_words if not set(content_terms(w)) <= REQUEST_WORDS] or topic_words
     topic = " ".join(topic_words[:6])
-    plan_title = title or _question_title(question)
-
-    steps = [
-        (
-            f"Background: {topic}",
-            f"Find background on {topic}: what it is, how it works and the key terms. "
-            f"Search the corpus for '{topic}' and read the most relevant documents.",
-            [topic, f"{topic} overview", f"how {topic} works"],
+    account = not all(specific(c) for c in clauses)
+    steps = []
+    if account or len(clauses) > 1:
+        steps.append(
+            (
+                f"Background: {topic}",
+                f"Find background on {topic}. Search the corpus for '{topic}' and read the most relevant documents.",
+                list(dict.fromkeys([topic, *_named(question)[:2]])),
+            )
         )
-    ]
-    for clause in clauses[: max(0, max_steps - 2)]:
-        clause_terms = [w for w in topic_terms(clause) if not set(content_terms(w)) <= REQUEST_WORDS]
-        # "How large is it": sources state a size, not "large" (a request word, never searched).
-        measured = [MEASURES[m.group(1).lower()] for m in HOW_MEASURE.finditer(clause)]
-        clause_terms = list(dict.fromkeys(w for words in measured for w in words.split())) + clause_terms
-        query = " ".join(dict.fromkeys(clause_terms + topic_words))
-        # Searched alone, a part's generic words ("the main challenges") match every document.
-        specific = set(topic_terms(clause, drop_aspects=True))
-        # … and the topic's own words are in every query already.
-        own_terms = [w for w in clause_terms if w in specific and w not in topic_words] or clause_terms
+    for clause in clauses[: max(1, max_steps - len(steps) - account)]:
+        # The part's content, each name it mentions alone (a name's own page is often the first hop
+        # to the answer) and, in a question of several parts, its own words when it has two or more
+        # (the overrun of "what caused the overrun").
+        own = [w for w in content_query(re.sub(r"\bhow\s+\w+", " ", clause)).split() if w not in topic_words]
+        own_query = [" ".join(own)] if len(clauses) > 1 and len(own) > 1 else []
+        queries = list(dict.fromkeys([content_query(clause, topic) or topic, *_named(clause), *own_query]))[:3]
         steps.append(
             (
                 cap_words(sentence_case(clause), 14),
-                f"Answer the sub-question '{clause}?' about {topic}. Search for '{query}' "
-                "and extract concrete facts, figures, dates and named examples.",
-                [query, " ".join(own_terms) or topic, f"{topic} {' '.join(own_terms[:3])} examples"],
+                f"Answer the sub-question '{clause}?'. Search for {_quoted(queries)} and extract the facts, "
+                "figures, dates and names that answer it.",
+                queries,
             )
         )
-    if len(steps) < max_steps:
+    if account and len(steps) < max_steps:
         steps.append(
             (
                 f"Limitations and outlook: {topic}",
                 f"Identify the limitations, risks, costs, open problems and expected timelines "
                 f"for {topic}. Search for '{topic} limitations cost outlook'.",
-                [f"{topic} limitations cost outlook", f"{topic} risks open problems", f"{topic} timeline"],
+                [f"{topic} limitations cost outlook", f"{topic} risks open problems"],
             )
         )
-    return {"plan_title": plan_title, "steps": steps}
+    return {"plan_title": title or _question_title(question), "steps": steps}
 
 
 def _question_title(question: str) -> str:

@@ -36,6 +36,9 @@ from .terms import ASPECT_WORDS, DO_LEAD, EMPHASIS, INSTRUCTION_WORDS, anteceden
 REPORT_SECTIONS = ("Executive summary", "Key findings", "Analysis", "Limitations", "Suggested next steps")
 CORROBORATED_INTRO = "These findings are stated by two or more independent sources:"
 NONE_CORROBORATED = "No finding was stated by more than one independent source"
+# The executive summary and key findings of a research that found nothing to quote: a notice in
+# bold (the scorer reads no claim in it), since every sentence of those sections must cite.
+NO_FINDINGS = "**The research found no useful sources; see Limitations.**"
 _SINGLE_SOURCE_COUNT = re.compile(r"\b\d+ of (\d+) findings rest on a single source")
 MAX_FINDING_WORDS = 60
 MAX_SUMMARY_PER_PART = 2
@@ -103,11 +106,33 @@ class Finding:
     step_id: str  # the step whose search found it
     order: int
     placed: str = ""  # the step it answers best
-    twins: list[str] = field(default_factory=list)  # the merged sentences, one per extra citation
+    # Each extra citation (a twin's, a shorter finding's) with the sentence it was merged for.
+    merged: dict[int, str] = field(default_factory=dict)
 
     @property
     def cited(self) -> str:
         return "".join(f"[{n}]" for n in self.cites)
+
+    def quoted(self, close: bool = False) -> str:
+        """The finding as the report quotes it: every sentence followed by its citations. A passage
+        of several sentences ("X opened in 1865. Its final cost was £4.2 million.") cites its source
+        after each one, and an extra citation only after the sentences its merged sentence states
+        (after the one closest to it when none does), so no sentence is left uncited."""
+        text = closed(self.text) if close else self.text
+        sentences = split_sentences(text)
+        if len(sentences) <= 1:
+            return f"{text} {self.cited}"
+        cites: list[list[int]] = [[self.cites[0]] for _ in sentences]
+        terms = [set(content_terms(s)) for s in sentences]
+        for n in self.cites[1:]:
+            other = set(content_terms(self.merged.get(n, self.text)))
+            scores = [_overlap(t, other) for t in terms]
+            stated = [i for i, score in enumerate(scores) if score >= 0.6] or [
+                max(range(len(scores)), key=lambda i: (scores[i], i))
+            ]
+            for i in stated:
+                cites[i].append(n)
+        return " ".join(f"{s} {''.join(f'[{n}]' for n in c)}" for s, c in zip(sentences, cites, strict=True))
 
 
 def _is_data_row(text: str) -> bool:
@@ -276,7 +301,7 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
                 # kept wording would verify against this source too.
                 if src["n"] not in twin.cites and _overlap(twin.terms, terms) >= 0.6:
                     twin.cites.append(src["n"])
-                    twin.twins.append(sentence)
+                    twin.merged[src["n"]] = sentence
                 continue
             out.append(Finding(sentence, terms, [src["n"]], str(src["step_id"]), order))
     # A finding another one holds is one finding, the fuller: a sentence also quoted with the one
@@ -293,7 +318,10 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
         elif f.text in fuller.text or (
             figures(fuller.text) == figures(f.text) and _overlap(fuller.terms, f.terms) >= 0.6
         ):
-            fuller.cites += [n for n in f.cites if n not in fuller.cites]
+            for n in f.cites:
+                if n not in fuller.cites:
+                    fuller.cites.append(n)
+                    fuller.merged[n] = f.merged.get(n, f.text)
     out = [f for f in out if any(f is g for g in kept)]
     for f in out:
         scores = {sid: len(f.terms & t) for sid, t in step_terms.items()}
@@ -511,7 +539,7 @@ def _same_subject(a: set[str], b: set[str]) -> bool:
 def _exec_summary(payload: dict[str, Any]) -> str:
     found = findings(payload)
     if not found:
-        return "The research found no useful sources."
+        return NO_FINDINGS  # a notice, not a claim: nothing to cite
     paragraphs: list[str] = []
     for asked, picked in _answers(payload):
         if not picked:
@@ -520,21 +548,26 @@ def _exec_summary(payload: dict[str, Any]) -> str:
         # question words cut ("Large is the tunnel") does not.
         lead = " ".join(sentence_case(part) + ("?" if _ASKS.match(part) else ".") for part in asked)
         # Run together in a paragraph, a data row needs its full stop to stay a sentence of its own.
-        paragraphs.append(f"**{lead}** " + " ".join(f"{closed(f.text)} {f.cited}" for f in picked))
+        paragraphs.append(f"**{lead}** " + " ".join(f.quoted(close=True) for f in picked))
     if not paragraphs:
         best = sorted(found, key=lambda f: _rank(f, _question_terms(payload["question"])))[:3]
-        paragraphs.append(" ".join(f"{f.text} {f.cited}" for f in best))
+        paragraphs.append(" ".join(f.quoted(close=True) for f in best))
     return "\n\n".join(paragraphs)
 
 
 def _key_findings(payload: dict[str, Any]) -> str:
+    """The findings under the step each answers; a step with none is left out (Limitations names
+    it), since a bullet saying so would be the one sentence of the section that cites nothing."""
     found = findings(payload)
+    if not found:
+        return NO_FINDINGS
     blocks: list[str] = []
     for step in _all_steps(payload["plan"]):
         sid = str(step["step_id"])
         mine = [f for f in found if f.placed == sid]
-        bullets = [f"- {f.text} {f.cited}" for f in sorted(mine, key=lambda f: f.order)]
-        blocks.append(f"### {sid}. {step['title']}\n\n" + ("\n".join(bullets) or "- No useful source was found."))
+        if mine:
+            bullets = "\n".join(f"- {f.quoted()}" for f in sorted(mine, key=lambda f: f.order))
+            blocks.append(f"### {sid}. {step['title']}\n\n{bullets}")
     return "\n\n".join(blocks)
 
 
@@ -567,9 +600,7 @@ def _analysis(payload: dict[str, Any]) -> str:
     parts = []
     if backed:
         parts.append(CORROBORATED_INTRO)
-        parts.append(
-            "\n".join("- " + " ".join(f"{closed(f.text)} {f.cited}" for f in group[:3]) for group in backed[:6])
-        )
+        parts.append("\n".join("- " + " ".join(f.quoted(close=True) for f in group[:3]) for group in backed[:6]))
     else:
         parts.append(f"{NONE_CORROBORATED}.")
     if rounds:
@@ -654,6 +685,23 @@ def _corroborated_list(markdown: str) -> str:
 def extractive_report(payload: dict[str, Any]) -> str:
     """The whole report body without a model (used when the reporter model fails)."""
     return "\n\n".join(f"## {h}\n\n{extractive_section(h, payload)}" for h in REPORT_SECTIONS)
+
+
+def rewrite_from_source(sentence: str, entries: list[dict[str, Any]]) -> str:
+    """The extractive rewrite of a sentence its source does not state as written: the sentence of
+    that source's summary or extraction that shares most of its words (half of them at least),
+    quoted with its citation; NONE when the source has no such sentence."""
+    terms = set(content_terms(sentence))
+    candidates = [
+        (_overlap(terms, set(content_terms(c))), -i, e["n"], " ".join(c.split()))
+        for e in entries
+        for i, c in enumerate([*split_sentences(e.get("summary", "")), *e.get("extraction", [])])
+        if usable(" ".join(c.split()))
+    ]
+    best = max(candidates, default=None)
+    if best is None or best[0] < 0.5:
+        return "NONE"
+    return f"{best[3]} [{best[2]}]"
 
 
 def direct_answer_text(payload: dict[str, Any]) -> str:

@@ -122,37 +122,9 @@ def _this_verb(match: str, start: int) -> bool:
 _NOT_SUBJECT = frozenset(
     "the a an to of for in on with by its their this that these those his her our your my from at as".split()
 )
-_NOUNISH = (
-    "s",
-    "ly",
-    "tion",
-    "sion",
-    "ment",
-    "ness",
-    "ity",
-    "al",
-    "ic",
-    "ous",
-    "ive",
-    "ful",
-    "able",
-    "ible",
-    "ary",
-    "ery",
-    "ing",
-    "er",
-    "or",
-    "ist",
-    "ism",
-    "ics",
-    "ence",
-    "ance",
-    "ure",
-    "age",
-    "ship",
-    "hood",
-    "ant",
-    "ent",
+_NOUNISH = tuple(
+    "s ly tion sion ment ness ity al ic ous ive ful able ible ary ery ing er or ist ism ics ence ance ure age ship "
+    "hood ant ent".split()
 )
 _OBJECT_START = frozenset("a an the more most less its their his her some many several about up".split())
 _PREPOSITIONS = frozenset("of for".split())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from ..text import STOPWORDS, content_terms
-from .sentences import VERB_STEMS
+from .sentences import VERB_STEMS, has_verb
 
 # Words that describe the task rather than the topic; matching them says nothing about relevance.
 INSTRUCTION_WORDS = set(
@@ -31,37 +31,10 @@ EMPHASIS = re.compile(r"\*\*|__|`")
 _NOT_A_NOUN = "|".join(
     sorted(
         VERB_STEMS
-        | {
-            "is",
-            "are",
-            "was",
-            "were",
-            "has",
-            "have",
-            "had",
-            "can",
-            "could",
-            "will",
-            "would",
-            "may",
-            "might",
-            "must",
-            "should",
-            "did",
-            "does",
-            "do",
-            "also",
-            "then",
-            "now",
-            "still",
-            "in",
-            "on",
-            "at",
-            "by",
-            "for",
-            "of",
-            "to",
-        }
+        | set(
+            "is are was were has have had can could will would may might must should did does do also then now still "
+            "in on at by for of to".split()
+        )
     )
 )
 CLAUSE_SPLIT = re.compile(
@@ -148,9 +121,6 @@ def question_parts(question: str, resolve: bool = True) -> list[str]:
     return out
 
 
-DEFINITIONAL = re.compile(r"^(who|what)\s+(is|was|are|were)\s+[^,;]{2,60}\??$", re.IGNORECASE)
-
-
 def cap_words(text: str, n: int) -> str:
     parts = text.split()
     return " ".join(parts[:n])
@@ -176,6 +146,70 @@ def topic_terms(text: str, drop_aspects: bool = False) -> list[str]:
         if terms and not set(terms) <= skip and low not in seen and low not in STOPWORDS:
             seen[low] = low
     return list(seen.values())
+
+
+_QUOTED = re.compile(r'["“]([^"”]{2,80})["”]')
+_TOKEN = re.compile(r"[^\s,;:()?!\"“”]+")
+# Lower-case words inside a name ("Republic of China", "Bank of the West", "Simon & Simon").
+_JOINERS = frozenset("of the de del da di du von van der la le &".split())
+
+
+def names(text: str, fragment: bool = False) -> list[str]:
+    """The names ``text`` mentions, in order: quoted titles and runs of capitalized words ("Heinkel HD
+    23", "Republic of China"), without a possessive "'s"; a name and the place after its comma are
+    one ("Leland, North Carolina", "Ford County, Kansas"; not a list: "A, B and C"). A lone capitalized
+    word is not a name when it opens a sentence (not the start of a ``fragment``) or describes the
+    noun after it ("a Jamaican singer")."""
+    found = [q.strip(" '’.,") for q in _QUOTED.findall(text)]
+    runs: list[tuple[int, int, str]] = []  # start, end, name
+    run: list[str] = []
+    start = end = 0
+    opening = owner = False
+
+    def close() -> None:
+        while run and run[-1].lower() in _JOINERS:
+            run.pop()
+        if run and not (opening and len(run) == 1):
+            runs.append((start, end, " ".join(run)))
+        run.clear()
+
+    for token in _TOKEN.finditer(text):
+        raw = token.group(0)
+        if run and re.search(r"[(\"“]\s*$", text[: token.start()]):
+            close()  # a bracket or a quote starts something else
+        word = re.sub(r"['’]s$", "", raw.strip("'’\"“”‘")) or raw
+        capital = word[:1].isupper() and (word.lower() not in STOPWORDS or word.isupper())
+        if capital or (run and (word[:1].isdigit() or word.lower() in _JOINERS)):
+            if not run:
+                start = token.start()
+                opening = (start == 0 and not fragment) or bool(re.search(r"[.?!]\s*$", text[:start]))
+            run.append(word.rstrip(".") if len(word) > 3 else word)
+            end = token.start() + len(raw.rstrip(".,'’\"”"))
+            owner = bool(re.search(r"['’]s$", raw))  # "Gisvi's city": a name before its noun
+            stop = raw.endswith(".") and len(word.rstrip(".")) > 2  # a sentence's end, not "Mr." or "W."
+            if stop or raw[-1:] in '"”' or text[token.end() : token.end() + 1] in tuple(",;:()?!"):
+                close()  # punctuation ends the name
+        else:
+            # One capitalized word before a noun describes it: "a Jamaican reggae singer".
+            noun = word.isalpha() and word.lower() not in STOPWORDS and not has_verb(f"Someone {word}")
+            if len(run) == 1 and not owner and noun:
+                run.clear()
+            close()
+    close()
+    for i, (a_start, a_end, a) in enumerate(runs):
+        nxt = runs[i + 1] if i + 1 < len(runs) else None
+        after = text[nxt[1] :] if nxt else ""
+        if (
+            nxt
+            and text[a_end : nxt[0]] == ", "
+            and not (i and text[runs[i - 1][1] : a_start] == ", ")
+            and not re.match(r",?\s+(?:and|or)\b|, [A-Z]", after)
+        ):
+            found.append(f"{a}, {nxt[2]}")
+            runs[i + 1] = (nxt[0], nxt[1], "")
+        elif a:
+            found.append(a)
+    return list(dict.fromkeys(n for n in found if n))
 
 
 def sentence_case(text: str) -> str:

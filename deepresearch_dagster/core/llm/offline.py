@@ -13,7 +13,7 @@ from ..heuristics import OFFLINE_MODEL
 from ..heuristics.compression import compress_extractively
 from ..heuristics.critique import critique_heuristically
 from ..heuristics.planning import plan_heuristically
-from ..heuristics.report import REPORT_SECTIONS, direct_answer_text, extractive_section
+from ..heuristics.report import REPORT_SECTIONS, direct_answer_text, extractive_section, rewrite_from_source
 from ..text import estimate_tokens
 from .engine import Completion, ToolCallRequest
 
@@ -79,4 +79,6 @@ class OfflineEngine:
             return json.dumps({"sections": [{"heading": h, "points": []} for h in REPORT_SECTIONS]}), []
         if phase == "direct":
             return json.dumps({"markdown": direct_answer_text(payload)}), []
+        if phase == "rewrite":
+            return json.dumps({"markdown": rewrite_from_source(payload["sentence"], payload["source"])}), []
         return json.dumps({"markdown": extractive_section(payload["section"], payload)}), []

@@ -39,6 +39,12 @@ timeouts and unparseable bodies are retried with exponential backoff and full ji
 errors, a capability ladder that ran out) raises ``EngineError(retryable=False)`` at once, so
 neither this engine nor Dagster's ``RetryPolicy`` repeats it.
 
+**Faults sized to their cause.** A transport failure (refused or reset connection, cut or
+unreadable body, timeout) is retried; the server is latched unresponsive (calls fail at once,
+roles use their fallbacks) only after :data:`LATCH_FAILURES` consecutive transport failures over
+at least two requests, one of which failed after all its retries. Any answer from the server
+clears the count, so one reset never takes every role sharing the server down.
+
 **Context, truncation, timeouts.** A context overflow halves the longest message; the shrink is
 remembered (by the message's original content) and applied to every later request carrying that
 message, so a repair round or the next report section does not re-send the un-shrunk prompt.
@@ -46,7 +52,8 @@ message, so a repair round or the next report section does not re-send the un-sh
 ``max_tokens``; if it is still cut, the ``Completion`` says ``truncated=True``. The client timeout
 is ``base + max_tokens / tokens_per_s`` (capped); after a timeout the next attempt waits twice as
 long, because most local servers keep generating the abandoned answer and queue the retry
-behind it.
+behind it. Every call, its attempts, retries and waits included, ends within
+:data:`CALL_TIMEOUTS` × the user's timeout (``DEEPRESEARCH_LLM_TIMEOUT``), streaming or not.
 
 **Streaming.** Answers are streamed and read as plain server-sent events, so a server that sends
 nothing for the idle window (``idle_timeout`` + the prompt's reading time) is cut long before the
@@ -62,6 +69,7 @@ from __future__ import annotations
 
 import email.utils
 import hashlib
+import itertools
 import json
 import random
 import re
@@ -83,7 +91,6 @@ from ..web.deadline import (
     deadline,
     deadline_transport,
     deadline_transport2,
-    expired,
     idle,
     remaining,
 )
@@ -120,7 +127,17 @@ CONTINUE = "Continue."
 FOLD_SEPARATOR = "\n\n---\n\n"  # between a folded system prompt and the first user turn
 DEFAULT_TOKENS_PER_S = 20.0
 MAX_EXTRA_TIMEOUT_S = 600.0
-MAX_TIMEOUTS = 2  # per call; then the server counts as unresponsive for UNRESPONSIVE_FOR_S
+MAX_TIMEOUTS = 2  # per call: a call is cut at most twice, then it fails (the role falls back)
+# Every call, all its attempts, retries and backoff waits included, ends within this many times
+# DEEPRESEARCH_LLM_TIMEOUT, streaming or not (room for one retry with twice the first attempt's
+# time; the research's wall budget, when shorter, still wins).
+CALL_TIMEOUTS = 3.0
+# A server is latched unresponsive (calls fail at once for UNRESPONSIVE_FOR_S, the roles use
+# their fallbacks) only after LATCH_FAILURES consecutive transport failures (refused or reset
+# connections, cut bodies, timeouts) spanning at least two requests, one of which failed after
+# all its retries; any answer from the server (an error status included) clears the count. One
+# reset or one cut body is retried, never latched.
+LATCH_FAILURES = 3
 UNRESPONSIVE_FOR_S = 600.0
 # A streamed answer's silence limit grows with the prompt the server must read before its first
 # token: DEEPRESEARCH_LLM_IDLE_TIMEOUT + prompt tokens at this rate (a CPU llama.cpp reads a few
@@ -160,8 +177,14 @@ class Capabilities:
     # llama-server's "return_progress": progress events while it reads a long prompt (sent to
     # servers on this machine or network only; a server that names it in a rejection never again)
     progress_events: bool = True
+    # Consecutive transport failures since the server last answered (see LATCH_FAILURES): how
+    # many, by how many calls, and how many of those calls failed after all their retries.
+    failures: int = 0
+    failed_calls: set[int] = field(default_factory=set, repr=False)
+    exhausted_calls: int = 0
 
 
+_CALLS = itertools.count(1)  # a process-wide id for each complete() call (failures by request)
 _REGISTRY: dict[tuple[str, str, str], Capabilities] = {}
 _REGISTRY_LOCK = threading.Lock()
 _PROGRESS: dict[str, Progress] = {}  # base URL → when it last sent a byte to any call
@@ -477,11 +500,78 @@ class OpenAIEngine:
         attempts: list[Attempt] = []
         if tools and not caps.tools and json_schema is None:
             return _skipped(model, attempts)
+        self._check_latched(role, caps, attempts)
+        budget_left = remaining()  # the research's wall budget, if any (the earlier deadline wins)
+        limit = CALL_TIMEOUTS * self.timeout
+        now = time.monotonic()
+        call = _Call(next(_CALLS), now + limit, None if budget_left is None else now + budget_left)
+        try:
+            with deadline(limit):
+                return self._attempts(role, model, caps, messages, json_schema, tools, attempts, call)
+        except EngineError:
+            if call.transport:  # its last attempt failed on transport: the call is spent on a sick server
+                self._exhausted(caps, call)
+            raise
+
+    def _check_latched(self, role: str, caps: Capabilities, attempts: list[Attempt]) -> None:
         if caps.unresponsive_until > time.monotonic():
             attempts.append(Attempt("error", "model server unresponsive earlier in this run; not asked"))
             raise EngineError(
                 f"{role}: the model server at {self.base_url} stopped answering earlier in this run", attempts
             )
+
+    # --- server health: latched only after repeated failures across requests -----------------
+    def _answered(self, caps: Capabilities) -> None:
+        """The server answered (any status): it is alive."""
+        if caps.failures:
+            with _REGISTRY_LOCK:
+                caps.failures, caps.exhausted_calls = 0, 0
+                caps.failed_calls.clear()
+
+    def _transport_failure(self, role: str, caps: Capabilities, call: _Call, attempts: list[Attempt]) -> None:
+        """One more consecutive transport failure; if that latches the server, the call ends here."""
+        call.transport = True
+        with _REGISTRY_LOCK:
+            caps.failures += 1
+            caps.failed_calls.add(call.id)
+        if self._latch(caps):
+            failures, calls = caps.failures, len(caps.failed_calls)
+            attempts.append(Attempt("error", f"latched: {failures} transport failures over {calls} requests"))
+            raise EngineError(
+                f"{role}: the model server at {self.base_url} stopped answering ({failures} failed attempts over "
+                f"{calls} requests); the roles use their fallbacks for the next {UNRESPONSIVE_FOR_S / 60:.0f} minutes",
+                attempts,
+                retryable=False,
+            )
+
+    def _exhausted(self, caps: Capabilities, call: _Call) -> None:
+        """A call failed after all its retries on transport failures (it raises its own error)."""
+        with _REGISTRY_LOCK:
+            if call.id not in caps.failed_calls:
+                return
+            caps.exhausted_calls += 1
+        self._latch(caps)
+
+    @staticmethod
+    def _latch(caps: Capabilities) -> bool:
+        """Latch the server when its failures repeat across requests (see LATCH_FAILURES)."""
+        with _REGISTRY_LOCK:
+            latch = caps.failures >= LATCH_FAILURES and len(caps.failed_calls) >= 2 and caps.exhausted_calls >= 1
+            if latch and caps.unresponsive_until <= time.monotonic():
+                caps.unresponsive_until = time.monotonic() + UNRESPONSIVE_FOR_S
+        return latch
+
+    def _attempts(
+        self,
+        role: str,
+        model: str,
+        caps: Capabilities,
+        messages: list[dict[str, Any]],
+        json_schema: dict[str, Any] | None,
+        tools: list[dict[str, Any]] | None,
+        attempts: list[Attempt],
+        call: _Call,
+    ) -> Completion:
         messages, origins = self._apply_shrinks(messages)
         max_tokens = self.max_tokens.get(role)
         timeout = self.timeout_for(max_tokens)
@@ -490,6 +580,9 @@ class OpenAIEngine:
         widened = whole = False
         while True:
             n += 1
+            if n > 1:
+                self._check_latched(role, caps, attempts)  # another call may have latched it meanwhile
+            call.transport = False
             send_tools = tools if tools and caps.tools else None
             rung = caps.response_format
             kwargs: dict[str, Any] = {
@@ -533,6 +626,7 @@ class OpenAIEngine:
                     "the model server rejected the credentials: set OPENAI_API_KEY (or use --engine offline)", attempts
                 ) from exc
             except openai.APIStatusError as exc:
+                self._answered(caps)
                 status = exc.status_code
                 if "extra_body" in kwargs and _names(exc, ("return_progress",)):
                     with _REGISTRY_LOCK:
@@ -585,41 +679,45 @@ class OpenAIEngine:
                 self._retry_or_raise(role, exc, n, started, attempts)
             except openai.APITimeoutError as exc:
                 timeouts += 1
-                if expired():  # the research's wall budget ran out: no retry can finish in time
+                if call.budget_over():  # the research's wall budget ran out: no retry can finish in time
                     attempts.append(Attempt("error", "wall-time budget reached during the call", _ms(started)))
                     raise EngineError(
                         f"{role}: the wall-time budget ran out while the model was answering", attempts
                     ) from exc
                 silent = watch is not None and watch.tripped
-                what = (
-                    f"sent nothing for {watch.window_s:.3g} s" if silent else f"gave no answer within {timeout:.0f} s"
-                )
-                if timeouts >= MAX_TIMEOUTS:
-                    with _REGISTRY_LOCK:
-                        caps.unresponsive_until = time.monotonic() + UNRESPONSIVE_FOR_S
+                if silent:
+                    what = f"sent nothing for {watch.window_s:.3g} s"
+                elif call.call_over():  # the call's own limit cut it, before the attempt's deadline
+                    what = f"gave no answer within the call's limit of {CALL_TIMEOUTS * self.timeout:g} s"
+                else:
+                    what = f"gave no answer within {timeout:.0f} s"
+                self._transport_failure(role, caps, call, attempts)
+                if timeouts >= MAX_TIMEOUTS or call.call_over():
                     attempts.append(Attempt("error", what, _ms(started)))
-                    variable = "DEEPRESEARCH_LLM_IDLE_TIMEOUT" if silent else "DEEPRESEARCH_LLM_TIMEOUT"
+                    variable = (
+                        "DEEPRESEARCH_LLM_IDLE_TIMEOUT"
+                        if silent and not call.call_over()
+                        else "DEEPRESEARCH_LLM_TIMEOUT"
+                    )
                     raise EngineError(
                         f"{role}: the model server at {self.base_url} {what} ({timeouts} time(s)); "
                         f"if it is only slow, raise {variable}",
                         attempts,
                         retryable=False,
                     ) from exc
-                self._retry_or_raise(role, exc, n, started, attempts, f"the server {what}" if silent else None)
+                self._retry_or_raise(role, exc, n, started, attempts, f"the server {what}" if silent else None, call)
                 # Alive but slow: it most likely still generates the abandoned answer and the retry
                 # queues behind it, so the retry gets twice the time.
                 timeout *= 2
             except openai.APIConnectionError as exc:
-                try:
-                    self._retry_or_raise(role, exc, n, started, attempts)
-                except EngineError:
-                    # Refused or reset on every attempt: the server is down (or crashed); the rest
-                    # of the run uses the fallbacks instead of retrying each call against it.
-                    with _REGISTRY_LOCK:
-                        caps.unresponsive_until = time.monotonic() + UNRESPONSIVE_FOR_S
-                    raise
+                # Refused, reset or cut: retried; the server is latched only when failures repeat
+                # across requests (_maybe_latch), never on one fault.
+                self._transport_failure(role, caps, call, attempts)
+                self._retry_or_raise(role, exc, n, started, attempts, None, call)
             except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
-                self._retry_or_raise(role, exc, n, started, attempts)
+                # An unreadable body (a stream cut inside an event, a proxy's HTML page).
+                self._transport_failure(role, caps, call, attempts)
+                self._retry_or_raise(role, exc, n, started, attempts, None, call)
             except EmptyStreamError as exc:
                 # llama-cpp-python answers 200, then fails inside the stream (a prompt over its
                 # context window) and closes it empty; asked whole, it says why with a status the
@@ -638,6 +736,7 @@ class OpenAIEngine:
                 attempts.append(Attempt("error", _describe(exc), _ms(started)))
                 raise EngineError(f"{role} model call failed: {_describe(exc)}", attempts) from exc
             else:
+                self._answered(caps)
                 completion = self._completion(response, model, prompt_text, started, attempts)
                 used_prompt += completion.prompt_tokens
                 used_completion += completion.completion_tokens
@@ -667,14 +766,27 @@ class OpenAIEngine:
                 return completion
 
     def _retry_or_raise(
-        self, role: str, exc: Exception, n: int, started: float, attempts: list[Attempt], why: str | None = None
+        self,
+        role: str,
+        exc: Exception,
+        n: int,
+        started: float,
+        attempts: list[Attempt],
+        why: str | None = None,
+        call: _Call | None = None,
     ) -> None:
         why = why or _describe(exc)
         wait = retry_after_seconds(exc, self.retry.max_s)
         wait = self.retry.backoff(n) if wait is None else wait
         left = remaining()
-        if left is not None and left <= wait:  # the research's wall budget ends before the retry
+        if left is not None and left <= wait:  # the wall budget or the call's limit ends before the retry
             attempts.append(Attempt("error", f"{why}; no time left to retry", _ms(started)))
+            if call is not None and not call.budget_binding():
+                raise EngineError(
+                    f"{role} model call failed ({why}) and its time limit ({CALL_TIMEOUTS:g} × "
+                    f"DEEPRESEARCH_LLM_TIMEOUT = {CALL_TIMEOUTS * self.timeout:g} s) leaves no time to retry",
+                    attempts,
+                ) from exc
             raise EngineError(
                 f"{role} model call failed and the wall-time budget leaves no time to retry", attempts
             ) from exc
@@ -714,6 +826,27 @@ class OpenAIEngine:
             finish_reason=finish,
             cached_tokens=min(cached_prompt_tokens(response), prompt_tokens or 0),
         )
+
+
+@dataclass
+class _Call:
+    """One ``complete()`` call: its id (server failures are counted by request), when it must end
+    (``time.monotonic()``: its own limit, and the research's wall budget), and whether its last
+    attempt failed on transport (connection, cut body, timeout)."""
+
+    id: int
+    call: float
+    budget: float | None
+    transport: bool = False
+
+    def budget_binding(self) -> bool:
+        return self.budget is not None and self.budget <= self.call
+
+    def budget_over(self) -> bool:
+        return self.budget is not None and time.monotonic() >= self.budget - 0.01
+
+    def call_over(self) -> bool:
+        return time.monotonic() >= self.call - 0.05
 
 
 class EmptyStreamError(Exception):

@@ -1,5 +1,6 @@
-"""Ask a role for JSON, normalize and validate it against the role's contract, repair once
-quoting the error; store every invalid answer; a per-role circuit breaker (seed 003 §11.3).
+"""Ask a role for JSON, normalize and validate it against the role's contract (and reject a copy
+of the prompt's worked example), repair once quoting the error; store every invalid answer; a
+per-role circuit breaker (seed 003 §11.3).
 
 Fallback bookkeeping lives here too: each use of a role's fallback is one ``llm_calls`` row with
 status ``fallback`` whose ``error`` starts with the kind of failure (``invalid``, ``error``,
@@ -22,6 +23,7 @@ from ..heuristics import OFFLINE_MODEL as FALLBACK_MODEL
 from ..web.deadline import deadline
 from .contracts import Contract, contract_for
 from .engine import Attempt, Completion, EngineError, ToolCallRequest
+from .example_leaks import find_leaks, leak_reason
 from .prompts import render
 
 T = TypeVar("T", bound=BaseModel)
@@ -184,10 +186,12 @@ def call_structured(
     artifact: str | None = None,
 ) -> T:
     """The role's answer, normalized and validated against its contract (``core/llm/contracts``);
-    one repair round quoting the error, then :class:`StructuredOutputError`. Every invalid answer
+    one repair round quoting the error, then :class:`StructuredOutputError`. An answer that copies
+    a prompt's worked example (``core/llm/example_leaks``) is invalid too. Every invalid answer
     is stored under ``invalid_answers/`` and linked from its ``llm_calls`` row."""
     contract = contract_for(contract)
     last_error = ""
+    given = messages  # the request's input: a copied example is judged against it, not the repair turns
     for round_ in (1, 2):
         completion = complete_recorded(
             ctx, role, messages, payload, json_schema=contract.schema, artifact=artifact, round_=round_
@@ -196,17 +200,21 @@ def call_structured(
             result = contract.parse(parse_json_object(completion.text))
         except (json.JSONDecodeError, ValidationError) as exc:
             last_error = _error_text(exc)
-            stored = store_invalid_answer(ctx, role, completion.text)
-            record_completion(ctx, role, completion, round_, "invalid", stored, last_error)
-            messages = [
-                *messages,
-                {"role": "assistant", "content": completion.text},
-                {"role": "user", "content": render("repair", error=last_error)},
-            ]
-            payload = {**payload, "repair_error": last_error}
-            continue
-        record_completion(ctx, role, completion, round_, "ok", artifact)
-        return result
+        else:
+            # Valid against the schema, yet the prompt's worked example rather than an answer.
+            leaks = find_leaks(result.model_dump(mode="json"), given)
+            if not leaks:
+                record_completion(ctx, role, completion, round_, "ok", artifact)
+                return result
+            last_error = leak_reason(leaks)
+        stored = store_invalid_answer(ctx, role, completion.text)
+        record_completion(ctx, role, completion, round_, "invalid", stored, last_error)
+        messages = [
+            *messages,
+            {"role": "assistant", "content": completion.text},
+            {"role": "user", "content": render("repair", error=last_error)},
+        ]
+        payload = {**payload, "repair_error": last_error}
     raise StructuredOutputError(role, last_error)
 
 

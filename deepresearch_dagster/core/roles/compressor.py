@@ -10,15 +10,18 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..context import ResearchContext
 from ..errors import MODEL_FAILURES, StructuredOutputError
 from ..heuristics.compression import compress_extractively
 from ..llm.contracts import COMPRESSOR
-from ..llm.prompts import prompt_text, prompt_version
-from ..llm.structured import call_structured, record_fallback
-from ..models import CompressionResult, SummaryRecord, ToolCallRecord
+from ..llm.grounding import Evidence
+from ..llm.prompts import prompt_text, prompt_version, render
+from ..llm.structured import call_structured, record_fallback, store_invalid_answer
+from ..models import CompressionResult, Grounding, SummaryRecord, ToolCallRecord
 from ..naming import short_hash
-from ..text import content_terms, estimate_tokens
+from ..text import estimate_tokens, split_sentences
 
 RAW_CONTEXT_MODEL = "none (raw context)"
 # Beyond this many characters the model sees the head of the output; the file keeps it all.
@@ -83,10 +86,12 @@ def compress(
     key = cache_key(record.sha256, step, model, version)
     cached = ctx.lineage.get_compression(key)
     if cached is not None:
-        result, fallback = CompressionResult.model_validate(cached[0]), cached[1]
+        result, fallback, grounding = CompressionResult.model_validate(cached[0]), cached[1], Grounding(**cached[2])
     else:
-        result, fallback = _compress_fresh(ctx, step, record, raw_text, kind)
-        ctx.lineage.put_compression(key, record.sha256, model, version, result.model_dump(), fallback)
+        result, fallback, grounding = _compress_fresh(ctx, step, record, raw_text, kind)
+        ctx.lineage.put_compression(
+            key, record.sha256, model, version, result.model_dump(), fallback, grounding.model_dump()
+        )
     summary = SummaryRecord(
         call_id=record.call_id,
         step_id=record.step_id,
@@ -99,6 +104,7 @@ def compress(
         compressor_model=model,
         prompt_version=version,
         fallback=fallback,
+        grounding=grounding,
     )
     injected = summary.injected
     if injected is not None:
@@ -110,20 +116,69 @@ def compress(
 MAX_UNGROUNDED_SHARE = 0.5
 
 
-def _ungrounded_share(result: CompressionResult, raw_text: str) -> float:
-    """Share of the summary's and extraction's content words absent from the raw output (0 when
-    the result is not useful: nothing of it enters the context)."""
-    if not result.is_useful:
-        return 0.0
-    terms = set(content_terms(" ".join([result.summary, *result.extraction])))
-    if not terms:
-        return 0.0
-    return len(terms - set(content_terms(raw_text))) / len(terms)
+def _drop_unsupported(result: CompressionResult, evidence: Evidence) -> tuple[CompressionResult | None, int, list[str]]:
+    """The answer without the summary sentences and extraction bullets that state a figure or a name
+    the output does not (None when fewer summary sentences than the contract asks for remain), how
+    many statements were kept, and each dropped one with what the output lacks."""
+    dropped: list[str] = []
+
+    def supported(items: list[str]) -> list[str]:
+        kept = []
+        for item in items:
+            missing = evidence.missing(item)
+            if missing:
+                dropped.append(f"{item!r} (not in the output: {', '.join(missing)})")
+            else:
+                kept.append(item)
+        return kept
+
+    sentences, extraction = supported(split_sentences(result.summary)), supported(result.extraction)
+    kept = len(sentences) + len(extraction)
+    if not dropped:
+        return result, kept, []
+    try:
+        update = {"summary": " ".join(sentences), "extraction": extraction}
+        return CompressionResult.model_validate(result.model_dump() | update), kept, dropped
+    except ValidationError:
+        return None, kept, dropped
+
+
+def _grounded(
+    ctx: ResearchContext,
+    result: CompressionResult,
+    evidence: Evidence,
+    messages: list[dict[str, Any]],
+    payload: dict[str, Any],
+    artifact: str,
+    tally: Grounding,
+) -> CompressionResult:
+    """Grounding at compression time: unsupported statements never enter working memory. The answer
+    that had any is kept under ``invalid_answers/``; when too little is left, the model is asked once
+    more, quoting them, and then :class:`StructuredOutputError` (the extractive compressor)."""
+    for round_ in (1, 2):
+        grounded, kept, dropped = _drop_unsupported(result, evidence) if result.is_useful else (result, 0, [])
+        tally.dropped += len(dropped)
+        if dropped:
+            stored = store_invalid_answer(ctx, "compressor", result.model_dump_json(indent=2))
+            ctx.log(f"compression of {artifact}: dropped {len(dropped)} statement(s) not in the output ({stored})")
+        if grounded is not None:
+            tally.grounded = kept
+            return grounded
+        if round_ == 2:
+            break
+        error = "these statements give figures or names that the tool output does not contain: " + "; ".join(dropped)
+        messages = [
+            *messages,
+            {"role": "assistant", "content": result.model_dump_json()},
+            {"role": "user", "content": render("repair", error=error)},
+        ]
+        result = call_structured(ctx, "compressor", messages, payload | {"repair_error": error}, COMPRESSOR, artifact)
+    raise StructuredOutputError("compressor", "too few of its statements are supported by the raw output")
 
 
 def _compress_fresh(
     ctx: ResearchContext, step: StepContext, record: ToolCallRecord, raw_text: str, kind: str
-) -> tuple[CompressionResult, bool]:
+) -> tuple[CompressionResult, bool, Grounding]:
     payload = _payload(step, record, raw_text, kind)
     shown = raw_text[:MAX_RAW_CHARS_IN_PROMPT]
     if len(raw_text) > len(shown):
@@ -133,16 +188,23 @@ def _compress_fresh(
         {"role": "system", "content": template.format(**payload, today=ctx.today)},
         {"role": "user", "content": shown},
     ]
+    tally = Grounding()
     try:
         result = call_structured(ctx, "compressor", messages, payload, COMPRESSOR, record.artifact_file)
-        # Listings (JSON) are summarized in the model's own words; documents and pages are quoted.
-        ungrounded = _ungrounded_share(result, f"{raw_text} {step.step_title}") if kind == "text" else 0.0
-        if ungrounded > MAX_UNGROUNDED_SHARE:
-            # Schema-valid but not drawn from the output (a model inventing text): no citation to it
-            # could ever verify, so the extractive compressor, which only quotes, does this call.
-            raise StructuredOutputError(
-                "compressor", f"{ungrounded:.0%} of the summary's words do not occur in the raw output"
+        if ctx.engine.name != "offline":  # the offline engine is the extractive compressor: it quotes
+            evidence = Evidence.of_output(
+                raw_text, kind, [step.plan_title, step.step_title, step.step_description, record.source_title or ""]
             )
+            # Listings (JSON) are summarized in the model's own words; documents and pages are quoted.
+            if kind == "text" and result.is_useful:
+                ungrounded = evidence.unknown_share(" ".join([result.summary, *result.extraction]))
+                if ungrounded > MAX_UNGROUNDED_SHARE:
+                    # Schema-valid but not drawn from the output (a model inventing text): no citation
+                    # to it could ever verify, so the extractive compressor, which only quotes, does it.
+                    raise StructuredOutputError(
+                        "compressor", f"{ungrounded:.0%} of the summary's words do not occur in the raw output"
+                    )
+            result = _grounded(ctx, result, evidence, messages, payload, record.artifact_file, tally)
         if not result.is_useful and kind == "text":
             # A "not useful" verdict discards the evidence for good; a second opinion that costs
             # nothing: when the extractive compressor finds sentences on the step's topic in a
@@ -157,8 +219,8 @@ def _compress_fresh(
                     estimate_tokens(raw_text),
                     estimate_tokens(second.model_dump_json()),
                 )
-                return second, True
-        return result, False
+                return second, True, tally
+        return result, False, tally
     except MODEL_FAILURES as exc:
         # The extractive compressor is free: a spent budget never leaves a call uncompressed.
         ctx.log(f"compression of call {record.call_id} fell back to the extractive compressor: {exc}")
@@ -172,4 +234,4 @@ def _compress_fresh(
         estimate_tokens(raw_text),
         estimate_tokens(result.model_dump_json()),
     )
-    return result, True
+    return result, True, tally

@@ -65,8 +65,9 @@ def followup_steps(round_: int, verdict: CriticVerdict, limit: int, asked: set[s
         steps.append(
             PlanStep(
                 step_id=f"R{round_}_{len(steps) + 1}",
-                title=f"Follow-up: {gap.description[:180]}",
-                description=f"Close the gap ({gap.severity}): {gap.description} Search for '{query}'.",
+                # The gap's own words: the compressor scores the follow-up's sources against them.
+                title=gap.description[:200],
+                description=f"{gap.description} Search for '{query}'.",
                 queries=[query],
             )
         )

@@ -2,7 +2,10 @@
 
 Structure (seed 003 §6.4): executive summary, key findings, analysis, limitations, suggested
 next steps, numbered references. Citations are verified against the stored raw artifacts in the
-same run; source quality and the pipeline's own limits (incomplete research, budget) are stated.
+same run, and every sentence of the executive summary and key findings ends up cited by a source
+that verifies it, rewritten from its source, or dropped (``cited_sentences``); the next steps are
+the critic's gaps. Source quality and the pipeline's own limits (incomplete research, budget) are
+stated.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from datetime import date
 from typing import Any
 
 from ..context import ResearchContext
-from ..errors import MODEL_FAILURES, StructuredOutputError
+from ..errors import MODEL_FAILURES, CredentialsError, StructuredOutputError
 from ..heuristics import OFFLINE_MODEL as FALLBACK_MODEL
 from ..heuristics.report import (
     REPORT_SECTIONS,
@@ -37,11 +40,12 @@ from ..models import (
     SummaryBundle,
     ToolOutputs,
 )
-from ..naming import short_artifact_name
+from ..naming import reference_line, short_artifact_name
 from ..store.artifacts import ArtifactReader
 from ..tools import Toolbox, ToolError
 from ..tools.artifact_tools import artifact_tools
 from .citations import locate, verify_citations
+from .cited_sentences import CitedSentences, cite_every_sentence
 from .source_quality import corpus_status, corroborated_claims, listing_results, quality_warnings, score_sources
 
 # A looked-up artifact slice enters the reporter's context; keep it bounded.
@@ -50,8 +54,12 @@ MAX_LOOKUP_CHARS = 6000
 CITED = ("Executive summary", "Key findings", "Analysis")
 _CITATION = re.compile(r"\[\d+\]")
 _CITED_GROUP = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+_CITED_LIST = re.compile(r"\[(\d+(?:\s*,\s*\d+)+)\]")
 # Sections written from a source index and the open gaps, not from the summaries.
-INDEX_ONLY = ("Limitations", "Suggested next steps")
+INDEX_ONLY = ("Limitations",)
+# Sections rendered from the critic's structured gaps (description, suggested query), whatever the
+# engine: what to search next is the critic's finding, not the reporter model's prose.
+FROM_GAPS = ("Suggested next steps",)
 # Later sections see each earlier one cut to this many characters (to avoid repeating it).
 PREVIOUS_CHARS = 600
 SECTION_GUIDANCE = {
@@ -59,7 +67,6 @@ SECTION_GUIDANCE = {
     "Key findings": "Bullet points grouped under '### <step id>. <step title>' sub-headings.",
     "Analysis": "Compare sources, note agreement, contradictions and what the evidence supports.",
     "Limitations": "Gaps, weak or single sources, and what the research could not establish.",
-    "Suggested next steps": "Concrete follow-up questions or searches, as bullet points.",
 }
 
 
@@ -144,8 +151,8 @@ def section_memory(
     """The working memory one section is written from (its own share, not the whole memory):
     the sources its outline points cite, with their extraction; when the outline cites none,
     Key findings (grouped by step) reads every step's summaries in full, the Executive summary
-    and the Analysis every summary without extraction bullets; Limitations and Suggested next
-    steps read a one-line index of the sources and the critic's open gaps only."""
+    and the Analysis every summary without extraction bullets; Limitations reads a one-line index
+    of the sources and the critic's open gaps only."""
     if heading in INDEX_ONLY:
         lines = [f"Sources (summaries not needed for this section):\n{_source_index(entries) or '(none)'}"]
         if gaps:
@@ -293,7 +300,8 @@ def _sections(
     only its share (:func:`section_memory`); looked-up artifact text goes to the outline and the
     sections that must cite. A section the model cannot write is
     written extractively, and so is a section that must cite (``CITED``) but has no citation at
-    all while the extractive section cites what ``cites`` verifies. Returns (body, reporter model
+    all while the extractive section cites what ``cites`` verifies; ``FROM_GAPS`` sections are
+    rendered from the critic's gaps without a model call. Returns (body, reporter model
     label, number of parts written by the fallback); a report written wholly by the fallback names
     no model."""
     model = ctx.engine.model_for("reporter")
@@ -324,6 +332,9 @@ def _sections(
     written: list[tuple[str, str]] = []
     fallbacks = 0
     for heading in headings:
+        if heading in FROM_GAPS:
+            written.append((heading, extractive_section(heading, payload)))
+            continue
         previous = "\n\n".join(f"## {h}\n{_brief(body)}" for h, body in written) or "(none yet)"
         ask = render(
             "reporter_section",
@@ -360,7 +371,7 @@ def _sections(
             body = extractive_section(heading, payload)
             fallbacks += 1
         written.append((heading, _strip_heading(body, heading)))
-    if fallbacks == len(headings):
+    if fallbacks == len([h for h in headings if h not in FROM_GAPS]):
         label = FALLBACK_MODEL
     elif fallbacks:
         label = f"{model} ({fallbacks} section(s) by {FALLBACK_MODEL})"
@@ -428,7 +439,7 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
             by_n.setdefault(e["n"], []).append(e)
 
         def cites(section: str) -> bool:
-            return any(c.verified for c in verify_citations(section, by_n, raws)[1])
+            return any(c.verified for c in verify_citations(one_number_each(section), by_n, raws)[1])
 
         body, model, reporter_fallbacks = _sections(
             ctx, head, payload, cites, entries=entries, raw=raw, lookups=lookups
@@ -438,24 +449,25 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
     entries_by_n: dict[int, list[dict[str, Any]]] = {}
     for e in entries:
         entries_by_n.setdefault(e["n"], []).append(e)
-    body, checks = verify_citations(body, entries_by_n, raws)
+    body, checks = verify_citations(one_number_each(body), entries_by_n, raws)
+    # Every sentence of the executive summary and key findings cites what verifies, or goes.
+    cited = cite_every_sentence(body, checks, entries_by_n, raws, _rewriter(ctx, head, payload, entries_by_n, raw))
+    body, checks = cited.markdown, [*checks, *cited.checks]
     body = reconcile_corroboration(body)  # "two or more sources" counts verified citations only
     unverified = [c for c in checks if not c.verified]
     if unverified:
         body = insert_notes(
             body, [f"{len(unverified)} citation(s) could not be verified against the stored sources and were removed."]
         )
+    if cited.fixes:
+        note = _fixes_note(cited)
+        warnings.append(note)
+        body = insert_notes(body, [note])
     citations = _citations(checks, entries_by_n, raws)
     references = ["", "## References", ""]
-    for c in citations:
-        # A list item each (a Markdown viewer would join plain lines into one paragraph); a URL is
-        # a link; the artifact's short name here, its full name in report.json and the audit.
-        # A passage read is titled "Document — Section"; the precise place is c.location then.
-        shown = (c.source_title or "").split(" — ")[0] if c.location else c.source_title
-        title = f"{shown} — " if shown else ""
-        source = f"<{c.source}>" if c.source.startswith(("http://", "https://")) else f"`{c.source}`"
-        where = f", {c.location}" if c.location else ""
-        references.append(f"- [{c.n}] {title}{source}{where} (artifact: `{short_artifact_name(c.artifact_file)}`)")
+    # A list item each (a Markdown viewer would join plain lines into one paragraph), every name
+    # escaped for Markdown; the artifact's short name here, its full name in report.json.
+    references += [reference_line(c) for c in citations]
     header = f"# {plan.plan_title}\n\n**Question:** {ctx.question}\n\n"
     markdown = header + body.strip() + "\n" + "\n".join(references) + "\n"
     ctx.lineage.replace_rows(
@@ -486,6 +498,57 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
         warnings=warnings,
         source_scores=[s.__dict__ for s in scores],
         fallbacks=fallbacks,
+        rewritten=[f.model_dump(exclude={"reason"}) for f in cited.rewritten],
+        uncited_dropped=[f.model_dump(exclude={"text"}) for f in cited.dropped],
+    )
+
+
+def one_number_each(markdown: str) -> str:
+    """``[1, 3]`` written as ``[1][3]``: the verifier checks each number of a ``[n]`` marker."""
+    return _CITED_LIST.sub(lambda m: "".join(f"[{n}]" for n in re.findall(r"\d+", m.group(1))), markdown)
+
+
+def _rewriter(
+    ctx: ResearchContext,
+    head: list[dict[str, Any]],
+    payload: dict[str, Any],
+    entries_by_n: dict[int, list[dict[str, Any]]],
+    raw: dict[str, str] | None,
+) -> Callable[[str, str, int], str | None]:
+    """The one model call that rewrites a sentence from its source: the stable prefix, that
+    source's summary and extraction only (its raw output in context_mode=raw), the sentence."""
+
+    def rewrite(section: str, sentence: str, n: int) -> str | None:
+        source = entries_by_n[n]
+        ask = render("reporter_rewrite", section=section, sentence=sentence, n=n)
+        try:
+            return call_structured(
+                ctx,
+                "reporter",
+                [*head, _working_memory(_memory_text(source, raw)), {"role": "user", "content": ask}],
+                {**payload, "phase": "rewrite", "section": section, "sentence": sentence, "source": source},
+                SECTION,
+                artifact="report.md",
+            ).markdown
+        except MODEL_FAILURES as exc:
+            if isinstance(exc, CredentialsError):
+                raise
+            ctx.log(f"sentence not rewritten (dropped): {exc}")
+            return None
+
+    return rewrite
+
+
+def _fixes_note(cited: CitedSentences) -> str:
+    by = {kind: sum(1 for f in cited.fixes if f.by == kind) for kind in ("citation", "model", "dropped")}
+    done = [
+        f"{by['citation']} cited from the source that states it" if by["citation"] else "",
+        f"{by['model']} rewritten from its source" if by["model"] else "",
+        f"{by['dropped']} dropped" if by["dropped"] else "",
+    ]
+    return (
+        f"{len(cited.fixes)} sentence(s) of the executive summary and key findings had no citation that "
+        f"verified: {', '.join(d for d in done if d)} (report.json: rewritten, uncited_dropped)."
     )
 
 

@@ -25,7 +25,7 @@ from ..llm.prompts import render
 from ..llm.structured import complete_recorded, record_completion, record_fallback
 from ..models import PlanStep, ResearchPlan, SummaryRecord, ToolCallRecord, ToolOutputs
 from ..naming import artifact_filename, plan_folder, slugify
-from ..store.artifacts import ArtifactReader
+from ..store.artifacts import CORPUS_CACHE, ArtifactReader
 from ..store.tool_cache import ToolCache
 from ..text import estimate_tokens
 from ..tools import Toolbox, ToolResult
@@ -35,10 +35,12 @@ from ..tools.web_tools import fetch_tool, search_tool
 from ..web.search import FallbackSearch, providers_from_settings
 from .compressor import StepContext, compress
 from .critic import CriticRound, critique, followup_steps
-from .retrieval import rank_results, run_concurrently
+from .retrieval import close_ranked, rank_results, run_concurrently
 
 # Tools that read one source, with the argument naming it (for "already read" bookkeeping).
 READ_TOOLS = {"read_document": "path", "fetch_url": "url"}
+SEARCH_RESULTS = 5  # results per search
+MAX_RESULTS = {"web_search": 10, "local_search": 20}  # the tools' own bounds
 SEARCH_TOOLS = {"web_search": ("fetch_url", "url", "max_results"), "local_search": ("read_document", "path", "k")}
 
 
@@ -46,7 +48,7 @@ def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
     """Corpus and artifact tools always; web tools when a search provider is configured."""
     settings = ctx.settings
     # Extracted text is cached by file sha256 under the artifact root: a folder is indexed once.
-    tools = corpus_tools(open_corpus(str(settings.corpus_path), str(settings.artifacts_path / "corpus_cache")))
+    tools = corpus_tools(open_corpus(str(settings.corpus_path), str(settings.artifacts_path / CORPUS_CACHE)))
     providers = providers_from_settings(settings.search)
     if providers:
         tools.append(search_tool(FallbackSearch(providers)))
@@ -226,8 +228,10 @@ def _absorb(
 def _search_requests(step: PlanStep, toolbox: Toolbox, breadth: int, cap: int) -> list[ToolCallRequest]:
     name = "web_search" if "web_search" in toolbox.tools else "local_search"
     size_arg = SEARCH_TOOLS[name][2]
-    queries = list(dict.fromkeys(step.queries)) or [f"{step.title} {step.description}"[:300]]
-    return [ToolCallRequest(name, {"query": q, size_arg: 5}) for q in queries[: min(breadth, cap)]]
+    queries = list(dict.fromkeys(step.queries))[: min(breadth, cap)] or [f"{step.title} {step.description}"[:300]]
+    # A step of one query (a follow-up) sees as many results as a step of three.
+    size = SEARCH_RESULTS if len(queries) > 1 else min(MAX_RESULTS[name], 3 * SEARCH_RESULTS)
+    return [ToolCallRequest(name, {"query": q, size_arg: size}) for q in queries]
 
 
 def _passage_reads(
@@ -307,7 +311,12 @@ def execute_step(
         step_text = " ".join([step.title, step.description, *step.queries])
         ranked = rank_results(listings, step_text, exclude=set(state.already_read))
         read_tool, arg = SEARCH_TOOLS[searches[0][0].tool][:2] if searches else ("read_document", "path")
-        reads = [ToolCallRequest(read_tool, {arg: r.source}) for r in ranked[: min(top_k, cap - len(run.calls))]]
+        # The top K, and the next results while they rank close to the K-th: a listing whose
+        # snippets score alike does not say which of them answers.
+        close = close_ranked(ranked, top_k, set(state.already_read)) if not reduced else top_k
+        room = max(0, cap - len(run.calls))
+        n = min(top_k, room) + max(0, min(close - top_k, room - top_k - 1))  # one call left for the researcher
+        reads = [ToolCallRequest(read_tool, {arg: r.source}) for r in ranked[:n]]
         if read_tool == "read_document" and not reduced:
             # Passage listings: the best passage of each of the next documents is cheap to read
             # (one section, not a file), so as many more documents are read, one passage each.
@@ -356,9 +365,14 @@ def _researcher_phase(
             record_fallback(ctx, "researcher", conversation_file(run.step.step_id), exc)
             return
         record_completion(ctx, "researcher", completion, 1, "ok", conversation_file(run.step.step_id))
-        if not completion.tool_calls:
+        # A call this step already made is not made again: its output is on disk, and a refused
+        # call that left the conversation unchanged would otherwise be asked for (and replayed
+        # from the answer cache) until the cap.
+        made = [(c["tool"], c["arguments"]) for c in run.calls]
+        new = [c for c in completion.tool_calls if (c.name, c.arguments) not in made]
+        if not new:
             return
-        run_calls(ctx, plan, toolbox, run, state, completion.tool_calls[: cap - len(run.calls)])
+        run_calls(ctx, plan, toolbox, run, state, new[: cap - len(run.calls)])
 
 
 def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:

@@ -96,3 +96,18 @@ def rank_results(search_outputs: list[str], step_text: str, exclude: set[str] | 
     seen = exclude or set()
     ranked.sort(key=lambda r: (r.source in seen, -r.score, r.source))
     return ranked
+
+
+CLOSE_RANK = 0.9  # a result scoring this share of the K-th result's score ranks close to it
+
+
+def close_ranked(ranked: list[RankedSource], k: int, exclude: set[str] = frozenset()) -> int:
+    """How many of ``ranked`` to read: the top ``k`` and every next one scoring at least
+    ``CLOSE_RANK`` of the k-th (a source in ``exclude``, already read, ends the run)."""
+    n = min(k, len(ranked))
+    if n < k or k <= 0:
+        return n
+    floor = CLOSE_RANK * ranked[k - 1].score
+    while n < len(ranked) and ranked[n].source not in exclude and ranked[n].score >= floor > 0:
+        n += 1
+    return n

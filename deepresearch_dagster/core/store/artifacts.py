@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import stat
 import tempfile
 import time
@@ -22,6 +23,7 @@ from typing import Any
 from ..errors import ArtifactAccessError, ArtifactIntegrityError
 from ..naming import plan_folder, short_hash, slugify
 
+CORPUS_CACHE = "corpus_cache"  # under the artifact root, shared by researches: extracted texts, index snapshots
 _SAFE_PARTITION = re.compile(r"[a-z0-9][a-z0-9_-]{0,120}")
 
 
@@ -61,9 +63,11 @@ def read_regular_file(path: Path, max_bytes: int | None = None) -> bytes:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Temp file in the same folder, fsync, rename: readers never see a partial file."""
+    """Temp file in the same folder, fsync, rename: readers never see a partial file. The temp
+    file is named ``.<name>.<pid>.<random>.tmp``: the writer's pid tells a later run whether the
+    writer is gone (killed) and its temp file can go (:func:`remove_stale_temps`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -73,6 +77,73 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+# ``.<name>.<pid>.<random>.tmp`` (atomic_write_bytes) or ``.<name>.<pid>.tmp`` (a folder built
+# aside, such as a corpus index snapshot): the writer's pid.
+_TEMP_WRITER = re.compile(r"\.(\d{1,10})(?:\.[A-Za-z0-9_]{1,16})?\.tmp$")
+
+
+def _writer_gone(name: str) -> bool | None:
+    """Whether the process that wrote temp file ``name`` has exited (None: the name has no pid)."""
+    match = _TEMP_WRITER.search(name)
+    if match is None:
+        return None
+    pid = int(match.group(1))
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError, OSError):
+        return False  # exists (another user's), or cannot tell: keep it
+    return False
+
+
+def remove_stale_temps(folder: Path, older_than_s: float = 3600.0) -> list[str]:
+    """Delete the temp files (and temp folders) a killed writer left under ``folder``: those
+    whose writer's pid (in the name) is gone, at once, and any other ``.*.tmp`` older than
+    ``older_than_s`` (a name without a pid, a writer on another host). A live writer's are kept.
+    Symlinks are neither followed nor removed. Returns the removed paths, relative to ``folder``."""
+    removed: list[str] = []
+    if not folder.is_dir() or folder.is_symlink():
+        return removed
+    cutoff = time.time() - older_than_s
+    for parent, dirs, files in os.walk(folder):  # os.walk does not follow symlinks
+        for name in [*files, *dirs]:
+            path = Path(parent) / name
+            if not (name.startswith(".") and name.endswith(".tmp")) or path.is_symlink():
+                continue
+            gone = _writer_gone(name)
+            with contextlib.suppress(FileNotFoundError):
+                if gone or (gone is None and path.lstat().st_mtime < cutoff):
+                    if path.is_dir():
+                        shutil.rmtree(path, ignore_errors=True)
+                        dirs.remove(name)
+                    else:
+                        path.unlink()
+                    removed.append(path.relative_to(folder).as_posix())
+    return sorted(removed)
+
+
+PROBE_BYTES = 256 * 1024
+
+
+def check_writable(folder: Path, probe_bytes: int = PROBE_BYTES) -> None:
+    """Before anything is registered: ``folder`` takes a small write (``probe_bytes``, written,
+    synced and removed), so a full or read-only disk is one line at once (the OSError, which
+    ``errors.storage_failure`` names) instead of a failure in the middle of a run."""
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / f".write_probe.{os.getpid()}.tmp"
+    try:
+        with probe.open("wb", buffering=0) as handle:
+            handle.write(b"\0" * probe_bytes)
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(folder)) from exc
+    finally:
+        probe.unlink(missing_ok=True)
 
 
 def dumps_json(obj: Any) -> str:
@@ -113,23 +184,11 @@ class ArtifactStore:
         self.partition_dir = self.root / partition_folder(partition_key)
 
     def remove_stale_temps(self, older_than_s: float = 60.0) -> list[str]:
-        """Delete the temp files a killed writer left (``atomic_write_bytes`` names them
-        ``.<name>.<random>.tmp``); a live write finishes within seconds, so only old ones go.
-        Symlinked folders are not entered. Returns the removed paths, relative to the partition."""
-        removed: list[str] = []
-        if not self.partition_dir.is_dir() or self.partition_dir.is_symlink():
-            return removed
-        cutoff = time.time() - older_than_s
-        for folder, _dirs, files in os.walk(self.partition_dir):  # os.walk does not follow symlinks
-            for name in files:
-                path = Path(folder) / name
-                if not (name.startswith(".") and name.endswith(".tmp")) or path.is_symlink():
-                    continue
-                with contextlib.suppress(FileNotFoundError):
-                    if path.stat().st_mtime < cutoff:
-                        path.unlink()
-                        removed.append(path.relative_to(self.partition_dir).as_posix())
-        return sorted(removed)
+        """Delete the temp files a killed writer left in the partition (see the module-level
+        :func:`remove_stale_temps`): a dead writer's at once, so an immediate rerun after a kill
+        starts clean; one without a pid only when older than ``older_than_s`` (a live write
+        finishes within seconds). Returns the removed paths, relative to the partition."""
+        return remove_stale_temps(self.partition_dir, older_than_s)
 
     def raw_dir(self, plan_title: str) -> Path:
         return self.partition_dir / plan_folder(plan_title)

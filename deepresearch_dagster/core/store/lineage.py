@@ -36,6 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
+from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -77,11 +78,40 @@ def _open_retrying(path: str | Path) -> duckdb.DuckDBPyConnection:
             return duckdb.connect(str(path))
         except duckdb.IOException as exc:
             # Only a lock held by another process is worth waiting for: a corrupt, truncated or
-            # unwritable file fails the same way every time (errors.storage_failure names it).
-            if storage_failure(exc) is not None or time.monotonic() >= deadline:
+            # unwritable file, or a folder, fails the same way every time (errors.storage_failure
+            # names it).
+            if not _lock_conflict(exc) or time.monotonic() >= deadline:
                 raise
             time.sleep(delay)
             delay = min(delay * 1.5, 0.5)
+
+
+def _lock_conflict(exc: Exception) -> bool:
+    """DuckDB's "Could not set lock on file …: Conflicting lock is held in … (PID …)"."""
+    text = str(exc)
+    return storage_failure(exc) is None and ("Conflicting lock" in text or "Could not set lock" in text)
+
+
+def check_database_file(path: str | Path) -> None:
+    """Before anything is registered: the lineage database path is a DuckDB file that opens (it
+    is created, with its tables, when missing: a full disk shows here). A folder is a setting to fix
+    (:class:`~..errors.ConfigError`); a corrupt, truncated or unwritable file raises
+    :class:`~..errors.StorageError`; both are one line, at once."""
+    from ..errors import ConfigError
+
+    target = Path(path)
+    if target.is_dir():
+        raise ConfigError(
+            f"the lineage database path {target} is a folder, not a DuckDB file: set DEEPRESEARCH_DUCKDB to a file "
+            "path (for example <folder>/lineage.duckdb)"
+        )
+    try:
+        LineageStore.at(target).query("SELECT 1")
+    except Exception as exc:
+        storage = storage_failure(exc)
+        if storage is None:
+            raise
+        raise storage from exc
 
 
 def path_connect(path: str | Path) -> Connect:
@@ -442,25 +472,27 @@ class LineageStore:
             return None
         return rows[0]["question"], json.loads(rows[0]["options"] or "{}")
 
+    # Stage times come from the clock, not DuckDB's ``current_timestamp``: that is the start of
+    # the current transaction, and a session groups a whole stage's writes into one.
     def run_started(self, run_id: str, partition_key: str, stage: str) -> None:
         self._exec(
-            "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, 'running', NULL, current_timestamp, NULL)",
-            [run_id, partition_key, stage],
+            "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, 'running', NULL, ?, NULL)",
+            [run_id, partition_key, stage, datetime.now()],
         )
 
     def run_finished(self, run_id: str, stage: str, error: str | None = None) -> None:
         self._exec(
-            "UPDATE runs SET status = ?, error = ?, finished_at = current_timestamp WHERE run_id = ? AND stage = ?",
-            ["failed" if error else "succeeded", redact(error) if error else None, run_id, stage],
+            "UPDATE runs SET status = ?, error = ?, finished_at = ? WHERE run_id = ? AND stage = ?",
+            ["failed" if error else "succeeded", redact(error) if error else None, datetime.now(), run_id, stage],
         )
 
     def abandon_run(self, run_id: str, reason: str) -> int:
         """Mark every still-running stage of a run failed (its process is gone); returns how many."""
         with self._connect() as conn:
             rows = conn.execute(
-                "UPDATE runs SET status = 'failed', error = ?, finished_at = current_timestamp "
+                "UPDATE runs SET status = 'failed', error = ?, finished_at = ? "
                 "WHERE run_id = ? AND status = 'running' RETURNING stage",
-                [reason, run_id],
+                [reason, datetime.now(), run_id],
             ).fetchall()
         return len(rows)
 
@@ -566,8 +598,8 @@ class LineageStore:
             _insert_rows(
                 conn,
                 "INSERT OR REPLACE INTO summaries (partition_key, call_id, compressor_model, "
-                "prompt_version, cache_key, is_useful, injected_tokens, summary_title) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "prompt_version, cache_key, is_useful, injected_tokens, summary_title, grounded, dropped) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     [
                         partition_key,
@@ -578,6 +610,8 @@ class LineageStore:
                         s.result.is_useful,
                         s.injected_tokens,
                         s.result.summary_title,
+                        s.grounding.grounded,
+                        s.grounding.dropped,
                     ]
                     for s in summaries
                 ],
@@ -677,17 +711,41 @@ class LineageStore:
         return [r["run_id"] for r in rows if r["run_id"]]
 
     # -- compression cache -----------------------------------------------------------------
-    def get_compression(self, cache_key: str) -> tuple[dict[str, Any], bool] | None:
-        rows = self.query("SELECT result, fallback FROM compressions WHERE cache_key = ?", [cache_key])
-        return (json.loads(rows[0]["result"]), bool(rows[0]["fallback"])) if rows else None
+    def get_compression(self, cache_key: str) -> tuple[dict[str, Any], bool, dict[str, int]] | None:
+        """The cached result, whether it is the fallback's, and its grounding counts."""
+        rows = self.query(
+            "SELECT result, fallback, grounded, dropped FROM compressions WHERE cache_key = ?", [cache_key]
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        grounding = {"grounded": row["grounded"] or 0, "dropped": row["dropped"] or 0}
+        return json.loads(row["result"]), bool(row["fallback"]), grounding
 
     def put_compression(
-        self, cache_key: str, raw_sha256: str, model: str, prompt_version: str, result: dict[str, Any], fallback: bool
+        self,
+        cache_key: str,
+        raw_sha256: str,
+        model: str,
+        prompt_version: str,
+        result: dict[str, Any],
+        fallback: bool,
+        grounding: dict[str, int] | None = None,
     ) -> None:
+        grounding = grounding or {}
         self._exec(
             "INSERT OR REPLACE INTO compressions (cache_key, raw_sha256, compressor_model, prompt_version, "
-            "result, fallback) VALUES (?, ?, ?, ?, ?, ?)",
-            [cache_key, raw_sha256, model, prompt_version, json.dumps(result, sort_keys=True), fallback],
+            "result, fallback, grounded, dropped) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                cache_key,
+                raw_sha256,
+                model,
+                prompt_version,
+                json.dumps(result, sort_keys=True),
+                fallback,
+                grounding.get("grounded", 0),
+                grounding.get("dropped", 0),
+            ],
         )
 
     def run_spending(self, run_id: str) -> dict[str, Any]:
@@ -852,10 +910,11 @@ class LineageStore:
             elif dollars is not None and row["cost_usd"] is not None:
                 dollars += float(row["cost_usd"])
         calls = self.reduction(partition_key)
+        # The latest run that wrote the report: from its first stage's start to its last one's end.
         wall = self.query(
-            "SELECT sum(epoch(finished_at) - epoch(started_at)) AS s FROM (SELECT started_at, finished_at FROM runs "
-            "WHERE partition_key = ? AND status = 'succeeded' "
-            "QUALIFY row_number() OVER (PARTITION BY stage ORDER BY started_at DESC) = 1)",
+            "SELECT epoch(max(finished_at)) - epoch(min(started_at)) AS s FROM runs WHERE run_id = "
+            "(SELECT run_id FROM runs WHERE partition_key = ? AND stage = 'research_report' AND status = 'succeeded' "
+            "ORDER BY started_at DESC LIMIT 1)",
             [partition_key],
         )[0]["s"]
         return {

@@ -7,15 +7,22 @@ holder (pid and run id) for the message the second run shows. The lock is re-ent
 process (the CLI holds it around the run, the run's stages take it again). Queued Dagster runs
 of one partition are serialized before they start by the run queue's per-partition tag limit
 (``dagster_home/dagster.yaml``); this lock also covers runs started in-process by the CLI.
+
+A busy partition is not a transient fault: :class:`PartitionBusy` is never retried (Dagster's
+retry policy would only repeat the refusal), and ``deepresearch run`` takes the lock before it
+loads Dagster, so a second run of the same question is refused in well under a second (or, with
+``--wait``, waits for the holder and then resumes from what it stored).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..errors import ResearchError
@@ -31,21 +38,32 @@ _guard = threading.Lock()
 
 
 class PartitionBusy(ResearchError):
-    """Another process is running this research partition."""
+    """Another process is running this research partition (never retryable)."""
 
 
-def _holder(path: Path) -> str:
+def holder_of(partition_dir: Path) -> str:
+    """Who holds (or last held) the partition's lock: ``pid 123 on host h, run abc`` ("" if unknown)."""
     with contextlib.suppress(OSError):
-        text = path.read_text("utf-8").strip()
-        if text:
-            return f" ({text})"
+        return " ".join((partition_dir / LOCK_NAME).read_text("utf-8").split())[:200]
     return ""
 
 
+def _holder(path: Path) -> str:
+    text = holder_of(path.parent)
+    return f" ({text})" if text else ""
+
+
 @contextlib.contextmanager
-def partition_lock(partition_dir: Path, partition_key: str, run_id: str, wait_s: float = 0.0) -> Iterator[None]:
-    """Hold the partition's run lock; wait up to ``wait_s`` for another holder, then raise
-    :class:`PartitionBusy` naming it."""
+def partition_lock(
+    partition_dir: Path,
+    partition_key: str,
+    run_id: str,
+    wait_s: float = 0.0,
+    on_wait: Callable[[str], None] | None = None,
+) -> Iterator[None]:
+    """Hold the partition's run lock; wait up to ``wait_s`` (``math.inf``: until it is free) for
+    another holder, then raise :class:`PartitionBusy` naming it. ``on_wait`` is told once, with
+    the holder, when the lock is taken and the call is going to wait."""
     if fcntl is None:
         yield
         return
@@ -68,7 +86,8 @@ def partition_lock(partition_dir: Path, partition_key: str, run_id: str, wait_s:
                 _held[key] = (fd, depth - 1)
         return
     fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    deadline = time.monotonic() + wait_s
+    deadline = time.monotonic() + wait_s if math.isfinite(wait_s) else math.inf
+    told = False
     try:
         while True:
             try:
@@ -78,11 +97,17 @@ def partition_lock(partition_dir: Path, partition_key: str, run_id: str, wait_s:
                 if time.monotonic() >= deadline:
                     raise PartitionBusy(
                         f"research {partition_key} is already running{_holder(path)}: wait for it to finish "
-                        "(deepresearch ls, or the Dagster UI), then run again to resume"
+                        "(deepresearch run --wait waits for it), then run again to resume"
                     ) from None
+                if on_wait is not None and not told:
+                    told = True
+                    on_wait(holder_of(partition_dir))
                 time.sleep(0.2)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()}, run {run_id}".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()}, run {run_id}".encode(), 0)
+        except OSError as exc:  # a full disk: name the file (errors.storage_failure says "disk full writing …")
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         with _guard:
             _held[key] = (fd, 1)
         try:

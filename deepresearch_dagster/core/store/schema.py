@@ -102,6 +102,16 @@ CREATE TABLE IF NOT EXISTS model_prices (
 """
 
 
+# Version 8: a model compression's statements checked against the raw output (roles/compressor.py):
+# how many were kept and how many dropped, with the cached compression and each research's summary.
+GROUNDING_SQL = """
+ALTER TABLE compressions ADD COLUMN IF NOT EXISTS grounded INTEGER DEFAULT 0;
+ALTER TABLE compressions ADD COLUMN IF NOT EXISTS dropped INTEGER DEFAULT 0;
+ALTER TABLE summaries ADD COLUMN IF NOT EXISTS grounded INTEGER DEFAULT 0;
+ALTER TABLE summaries ADD COLUMN IF NOT EXISTS dropped INTEGER DEFAULT 0;
+"""
+
+
 def _seed_prices(conn: duckdb.DuckDBPyConnection) -> None:
     if conn.execute("SELECT count(*) FROM model_prices").fetchone()[0] == 0:
         conn.executemany(
@@ -141,6 +151,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE TABLE IF NOT EXISTS audit_cache (name VARCHAR PRIMARY KEY, fingerprint VARCHAR NOT NULL, "
         "payload JSON NOT NULL, computed_at TIMESTAMP DEFAULT current_timestamp);",
     ),
+    Migration(8, "compressions and summaries: grounded, dropped", GROUNDING_SQL),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -133,13 +133,14 @@ def test_report_written_by_fallbacks_names_no_model_and_says_so(fake_openai, cor
     fake_openai.script("reporter", {"content": "no lookups"}, "bad", "bad", "bad", "bad")
     ctx, report = run_research("How do sodium-ion batteries work?", settings, log=lambda m: None)
     assert report.reporter_model == OFFLINE_MODEL
-    assert report.fallbacks == {"reporter": 6}  # the outline and the five sections
+    # The outline and the four sections the model writes (next steps come from the critic's gaps).
+    assert report.fallbacks == {"reporter": 5}
     assert len(fake_openai.requests_for("reporter")) == 5
-    assert "fell back to deterministic heuristics instead of the model (reporter 6×)" in report.markdown
+    assert "fell back to deterministic heuristics instead of the model (reporter 5×)" in report.markdown
     limitations = report.markdown.split("## Limitations", 1)[1]
-    assert "reporter 6×" in limitations.split("\n## ", 1)[0]
+    assert "reporter 5×" in limitations.split("\n## ", 1)[0]
     stored = json.loads(ctx.store.read_text("report.json"))
-    assert stored["fallbacks"] == {"reporter": 6} and stored["reporter_model"] == OFFLINE_MODEL
+    assert stored["fallbacks"] == {"reporter": 5} and stored["reporter_model"] == OFFLINE_MODEL
 
 
 def test_a_clean_research_reports_no_fallbacks(make_context, corpus_dir):
@@ -153,14 +154,14 @@ def test_sections_that_must_cite_but_cite_nothing_are_written_extractively(fake_
     settings = ResearchSettings.from_env(engine="openai", corpus_dir=str(corpus_dir), depth=0)
     uncited = json.dumps({"markdown": "A fluent paragraph that cites nothing at all."})
     outline = json.dumps({"sections": [{"heading": "Executive summary", "points": []}]})
-    fake_openai.script("reporter", {"content": "no lookups"}, outline, *[uncited] * 5)
+    fake_openai.script("reporter", {"content": "no lookups"}, outline, *[uncited] * 4)  # the model's four sections
     _, report = run_research("How do sodium-ion batteries work?", settings, log=lambda m: None)
     # Of the three sections that must cite, those whose extractive version cites verifiably (two
     # with this corpus); where the extractive section would cite nothing either, the model's stands.
     assert report.fallbacks == {"reporter": 2}
     assert report.reporter_model.endswith(f"(2 section(s) by {OFFLINE_MODEL})")
     assert "[1]" in report.markdown and report.verified_citations >= 1
-    assert "A fluent paragraph that cites nothing at all" in report.markdown  # limitations, next steps
+    assert "A fluent paragraph that cites nothing at all" in report.markdown  # analysis, limitations
 
 
 def test_rejected_credentials_are_never_absorbed_by_a_fallback(fake_openai, make_context):

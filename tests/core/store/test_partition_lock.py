@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -36,7 +39,7 @@ def _hold(folder: Path, seconds: float) -> subprocess.Popen:
 def test_a_second_process_is_refused_naming_the_holder(tmp_path: Path):
     proc = _hold(tmp_path, 30)
     try:
-        busy = rf"already running \(pid {proc.pid}, run run-other\)"
+        busy = rf"already running \(pid {proc.pid} on host {re.escape(socket.gethostname())}, run run-other\)"
         with pytest.raises(PartitionBusy, match=busy), partition_lock(tmp_path, "p", "run-me"):
             pass
     finally:
@@ -55,9 +58,11 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path):
 def test_waiting_takes_the_lock_once_the_holder_finishes(tmp_path: Path):
     proc = _hold(tmp_path, 0.5)
     started = time.monotonic()
-    with partition_lock(tmp_path, "p", "run-me", wait_s=20):
+    told = []
+    with partition_lock(tmp_path, "p", "run-me", wait_s=math.inf, on_wait=told.append):
         assert time.monotonic() - started < 15
     proc.wait()
+    assert len(told) == 1 and f"pid {proc.pid} on host" in told[0]
 
 
 def test_the_lock_is_reentrant_within_a_process(tmp_path: Path):

@@ -1,0 +1,252 @@
+"""Question-grounded retrieval in the offline engine (issue 27, items 1–4): queries from the question's
+content, reading close-ranked results, relevance by names and scores, and following a bridge."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deepresearch_dagster.core.heuristics.answer_types import answers, specific
+from deepresearch_dagster.core.heuristics.compression import compress_extractively
+from deepresearch_dagster.core.heuristics.critique import bridges, critique_heuristically
+from deepresearch_dagster.core.heuristics.planning import plan_heuristically
+from deepresearch_dagster.core.heuristics.terms import names
+from deepresearch_dagster.core.roles.retrieval import RankedSource, close_ranked
+from deepresearch_dagster.core.text import content_terms
+
+LELAND = (
+    'Leland is a town in Brunswick County, North Carolina. A number of movies, such as "Maximum Overdrive" '
+    '(1986), "Domestic Disturbance" (2001), and "We\'re the Millers" (2013) have been shot in or around Leland.'
+)
+LELAND_QUESTION = "Who directed the film that was shot in or around Leland, North Carolina in 1986?"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (LELAND_QUESTION, ["Leland, North Carolina"]),
+        ("It is in Ford County, Kansas, near Dodge City", ["Ford County, Kansas", "Dodge City"]),
+        ("Tom met Ann, Bob, Carl and Dan", ["Ann", "Bob", "Carl", "Dan"]),  # a list is not one name
+        ("Who is the spouse of Big Eye's main director?", ["Big Eye"]),
+        ("Heinkel HD 23 was a type of plane", ["Heinkel HD 23"]),
+        ("Zhongzheng District is a district in Taipei, Republic of China", ["Zhongzheng District",
+                                                                             "Taipei, Republic of China"]),
+        ("In what city did Nicholas I, lord of Mecklenburg, die?", ["Nicholas I", "Mecklenburg"]),
+        (LELAND, ["Maximum Overdrive", "Domestic Disturbance", "We're the Millers", "Brunswick County, North Carolina",
+                  "Leland"]),
+        ("Name the mother of Edward Stafford", ["Edward Stafford"]),  # a lone opening capital is grammar
+    ],
+)  # fmt: skip
+def test_names_are_quoted_titles_and_capitalized_runs(text, expected):
+    assert sorted(names(text)) == sorted(expected)
+
+
+@given(st.text(max_size=300))
+def test_names_never_fail_and_are_in_the_text(text):
+    for name in names(text):
+        assert name and all(word.rstrip(".") in text for word in name.replace("'s", "").split()[:1])
+
+
+TEMPLATE = {"overview", "examples", "timeline", "works", "limitations", "outlook"}
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "In what country is Normandy located?",
+        LELAND_QUESTION,
+        "What is the population of the state where Dodge City Regional Airport is located?",
+        'Who was Audrey Williams pregnant with during the recording of "Dear Brother"?',
+    ],
+)
+def test_a_factoid_question_is_searched_by_its_content_and_names(question):
+    plan = plan_heuristically({"question": question, "max_steps": 5})
+    assert plan["direct_answer"] is False
+    queries = [q for s in plan["steps"] for q in s["queries"]]
+    for query in queries:
+        stems = content_terms(query)
+        assert len(stems) == len(set(stems)), query  # no word twice
+        assert not {w.lower() for w in query.split()} & TEMPLATE, query  # no template words
+    # The question's content, and each name alone.
+    assert set(content_terms(queries[0])) >= {t for n in names(question) for t in content_terms(n)}
+    assert all(n in queries for n in names(question) if len(n) > 3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.sampled_from(["Who", "directed", "the", "film", "Leland", "North", "Carolina", "in", "1986",
+                              "what", "city", "was", "born", "Acme", "Robotics", "and", "how", "why"]),
+             min_size=1, max_size=14)
+)  # fmt: skip
+def test_no_query_repeats_a_word_or_adds_a_template_word_the_question_lacks(tokens):
+    question = " ".join(["Who", *tokens]) + "?"
+    plan = plan_heuristically({"question": question, "max_steps": 5})
+    asked = {w.lower() for w in tokens}
+    for step in plan["steps"]:
+        for query in step["queries"]:
+            stems = content_terms(query)
+            added = {w.lower() for w in query.split()} - asked
+            assert not added & {"overview", "examples", "timeline"}
+            if not step["title"].startswith("Limitations"):
+                assert len(stems) == len(set(stems)), query
+
+
+def test_every_question_is_researched_even_a_definitional_one():
+    assert plan_heuristically({"question": "Who is Ada Lovelace?"})["direct_answer"] is False
+
+
+def test_specific_parts_and_accounts():
+    assert specific("Who directed the film") and specific("In what country is Normandy located")
+    assert specific("Thumb Wrestling Federation is on a network founded by who")
+    assert not specific("What are the main challenges in commercializing solid-state batteries")
+    assert not specific("Why are cities hotter at night")
+
+
+def _ranked(*scores: float) -> list[RankedSource]:
+    return [RankedSource(f"d{i}", f"d{i}", s, s, s, 1) for i, s in enumerate(scores)]
+
+
+def test_results_ranking_close_to_the_kth_are_read_too():
+    assert close_ranked(_ranked(0.9, 0.8, 0.78, 0.75, 0.3), 2) == 4
+    assert close_ranked(_ranked(0.9, 0.8, 0.5), 2) == 2
+    assert close_ranked(_ranked(0.9), 2) == 1
+    assert close_ranked(_ranked(0.9, 0.8, 0.8), 2, exclude={"d2"}) == 2  # already read: not again
+
+
+def _memory(*items: tuple[str, str]) -> list[dict]:
+    return [{"source": src, "summary": text, "extraction": [], "step_id": "1"} for src, text in items]
+
+
+def test_the_bridge_is_the_new_name_nearest_the_questions_words():
+    memory = _memory(
+        ("Leland, North Carolina.txt", LELAND),
+        ("Chloë Leland.txt", "Chloë Leland is a writer and director. She is the daughter of director David Leland."),
+    )
+    found = bridges(LELAND_QUESTION, memory)
+    assert [name for name, _, _ in found] == ["Maximum Overdrive", "Domestic Disturbance"]
+    _, source, query = found[0]
+    assert source == "Leland, North Carolina.txt"
+    # The name, and the question's words the first hop did not match ("directed", "film").
+    assert query == "Maximum Overdrive directed film"
+
+
+def test_a_followed_bridge_leads_to_the_next_hop():
+    memory = _memory(
+        ("Big Eyes.md", "Big Eyes is a 2014 American drama film directed by Tim Burton."),
+        ("Tim Burton.md", "Tim Burton was married to the artist Lena Gieseke, and later lived with Helena Carter."),
+    )
+    hops = bridges("Who is the spouse of Big Eyes's main director?", memory)
+    assert hops and hops[0][1] == "Tim Burton.md"  # the next hop starts from the followed page
+    assert all(name not in {"Tim Burton", "Big Eyes"} for name, _, _ in hops)
+
+
+def test_an_unfollowed_bridge_makes_the_critic_ask_for_it():
+    payload = {
+        "question": LELAND_QUESTION,
+        "plan": {"steps": [{"step_id": "1", "title": "Who directed the film", "queries": ["film leland"]}]},
+        "memory": _memory(("Leland, North Carolina.txt", LELAND)),
+    }
+    verdict = critique_heuristically(payload)
+    assert verdict["sufficiency"] < 7
+    assert verdict["gaps"][0]["suggested_query"] == "Maximum Overdrive directed film"
+    assert "Maximum Overdrive" in verdict["gaps"][0]["description"]
+
+
+def test_a_brief_with_listed_parts_follows_no_bridge():
+    payload = {
+        "question": "Write a memo on Acme covering:\n- who runs it\n- who chairs the board",
+        "plan": {"steps": [{"step_id": "1", "title": "Who runs it", "queries": ["Acme CEO"]}]},
+        "memory": _memory(("people.md", "Acme is run by Jane Doe, and Tom Roe chairs the board.")),
+    }
+    assert not any("may lead to the answer" in g["description"] for g in critique_heuristically(payload)["gaps"])
+
+
+def _compress(raw: str, kind: str = "text", step: str = "Who was Audrey Williams pregnant with") -> dict:
+    payload = {
+        "plan_title": "Who was Audrey Williams pregnant with during the recording of Dear Brother",
+        "step_title": step,
+        "step_description": f"Answer the sub-question '{step}?'.",
+        "tool_name": "read_document" if kind == "text" else "local_search",
+        "raw": raw,
+        "kind": kind,
+        "source_title": "Audrey Williams",
+    }
+    return compress_extractively(payload)
+
+
+def test_a_passage_naming_what_the_question_names_is_useful():
+    raw = (
+        "# Audrey Williams\n\nAudrey Mae Sheppard Williams (February 28, 1923 – November 4, 1975), was an American "
+        "musician known for being the first wife of country music icon Hank Williams, Sr. and the mother of Hank "
+        "Williams, Jr. She divorced in 1952.\n"
+    )
+    out = _compress(raw)
+    assert out["is_useful"] and "Hank Williams, Jr." in out["summary"]
+
+
+def test_a_listing_whose_snippet_answers_the_step_keeps_the_snippet():
+    results = [
+        {"path": "Normans.md", "title": "Normans", "score": 9.1, "snippet": "Normandy, a region in France, was "
+         "named after the Normans who settled there."},
+        {"path": "Poverty.md", "title": "Poverty in the United States", "score": 8.7, "snippet": "The poverty "
+         "rate ranks states by income."},
+    ]  # fmt: skip
+    raw = json.dumps({"query": "country normandy located", "results": results * 3})
+    out = _compress(raw, "json", step="In what country is Normandy located")
+    assert out["is_useful"]
+    assert out["extraction"] == [results[0]["snippet"]]
+
+
+@pytest.mark.parametrize(
+    ("sentence", "part", "expected"),
+    [
+        ("Maximum Overdrive is a 1986 film written and directed by Stephen King.", "Who directed Maximum Overdrive",
+         True),
+        ("Maximum Overdrive is a horror film.", "Who directed Maximum Overdrive", False),  # no name it lacks
+        ("Normandy is a region of France.", "In what country is Normandy located", True),
+        ("The club was formed in 1993.", "The Adelaide team was formed in what year", True),
+        ("The club plays in Adelaide.", "When was the club formed", False),
+    ],
+)  # fmt: skip
+def test_a_sentence_answers_a_part_with_the_kind_it_asks_for(sentence, part, expected):
+    assert answers(sentence, part) is expected
+
+
+def test_a_document_the_query_names_by_its_title_ranks_first(tmp_path, monkeypatch):
+    from deepresearch_dagster.core.tools import local_search
+
+    (tmp_path / "Kansas.md").write_text(
+        "# Kansas\n\nKansas is a U.S. state in the Midwest of the country. Its population was 2,913,123 in 2019.\n"
+    )
+    (tmp_path / "Dodge City, Kansas.md").write_text(
+        "# Dodge City, Kansas\n\nDodge City is the Kansas city of the state population count. The state of Kansas "
+        "counts its population.\n"
+    )
+    for name in ("Ohio", "Texas", "Utah"):
+        (tmp_path / f"{name}.md").write_text(f"# {name}\n\n{name} is a U.S. state with its own population.\n")
+    corpus = local_search.LocalCorpus(tmp_path)
+    assert corpus.search_passages("Kansas population state", 1)[0].document.path == "Kansas.md"
+    # Without the title match the city's page, which repeats the query's words, comes first.
+    monkeypatch.setattr(local_search, "TITLE_MATCH", 1.0)
+    assert corpus.search_passages("Kansas population state", 1)[0].document.path == "Dodge City, Kansas.md"
+
+
+def test_a_name_typed_without_its_accents_finds_its_page(tmp_path):
+    from deepresearch_dagster.core.tools.local_search import LocalCorpus
+
+    (tmp_path / "Akinoshū Kenji.md").write_text("# Akinoshū Kenji\n\nAkinoshū Kenji was born in Hiroshima.\n")
+    (tmp_path / "Other.md").write_text("# Other\n\nA page about sumo wrestlers born in Tokyo.\n")
+    hits = LocalCorpus(tmp_path).search_passages("Akinoshu Kenji birthplace", 1)
+    assert hits[0].document.path == "Akinoshū Kenji.md"
+
+
+def test_a_name_the_question_gives_that_no_step_searched_is_a_gap():
+    question = "Zhongzheng District is in Taipei; the late President Chiang Kai-shek died on which date?"
+    queries = ["zhongzheng district taipei", "Zhongzheng District"]
+    plan = {"steps": [{"step_id": "1", "title": "t", "queries": queries}]}
+    verdict = critique_heuristically({"question": question, "plan": plan, "memory": []})
+    assert verdict["gaps"][0]["suggested_query"].endswith("Chiang Kai-shek")
+    assert verdict["sufficiency"] < 7
