@@ -42,6 +42,8 @@ from ..core.config import ResearchSettings, describe_validation_error
 from ..core.errors import ResearchError, redact
 from ..core.evaluation.report import evaluation_markdown, item_line, write_evaluation
 from ..core.evaluation.run import (
+    ANSWER_FIGURES,
+    SUM_FIGURES,
     EvalConfig,
     Evaluation,
     evaluation_dir,
@@ -248,22 +250,11 @@ def figures(evaluation: Evaluation) -> dict[str, Any]:
         "resumed": sum(i.resumed for i in scored),
         "answerable": s["answerable"],
     }
-    for name in ("answer_in_report", "answer_in_findings", "answer_in_memory", "answer_in_raw", "facts"):
+    for name in (*ANSWER_FIGURES, "facts"):
         _rate(out, f"{name}_pct", s.get(f"{name}_pct"))
     for split in ("dev", "heldout"):
         _rate(out, f"{split}_answer_in_report_pct", (s["by_split"].get(split) or {}).get("answer_in_report_pct"))
-    for name in (
-        "facts_found",
-        "facts_total",
-        "stale",
-        "verified_citations",
-        "removed_citations",
-        "uncited_sentences",
-        "tokens",
-        "tool_calls",
-        "raw_tokens",
-        "injected_tokens",
-    ):
+    for name in SUM_FIGURES:
         out[name] = int(s[name])
     out["wall_s"] = MetadataValue.float(float(s["wall_s"]))
     if s.get("dollars") is not None:

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..naming import plan_folder
+from ..roles.cited_sentences import CITATION, citations_before_end
 from ..text import split_sentences
 from .matching import Haystack, any_in, contains, first_in
 from .suite import Fact, SuiteItem
@@ -37,12 +38,8 @@ __all__ = ["ItemScore", "ReportParts", "raw_text", "read_report", "score_item", 
 CLAIM_SECTIONS = ("executive summary", "key findings", "analysis", "answer")
 # Sentences that must carry a citation (the issue's contract for every writer).
 MUST_CITE = ("executive summary", "key findings")
-_CITATION = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
 # A bold lead opening a paragraph (``**The question, restated.**``) introduces; it states nothing.
 _BOLD_LEAD = re.compile(r"^\*\*[^*]+\*\*\s*")
-# ``… Lilu. [1] A lilu …``: the citation belongs to the sentence before it, not to the next one
-# (also after a closing quote or parenthesis: ``… “Red Gloves.” [6]``, ``… newspaper "B.Z.". [3]``).
-_CITATION_AFTER_END = re.compile(r"((?:[.!?][\"'”’)]*)+)((?:\s*\[\d+(?:\s*,\s*\d+)*\])+)")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
 # A line that calls a figure older, not current (the private-document benchmark's reading).
 _STALE_NOTE = re.compile(r"supersed|outdated|archiv|previous|earlier|older|stale|no longer|formerly", re.I)
@@ -106,13 +103,13 @@ def read_report(markdown: str, question: str) -> ReportParts:
         if current is None or not stripped or stripped.startswith("#"):
             continue  # the title, the echoed question, sub-headings
         text = _BOLD_LEAD.sub("", _BULLET.sub("", stripped))
-        text = _CITATION_AFTER_END.sub(lambda m: f"{m.group(2)}{m.group(1)}", text)
+        text = citations_before_end(text)
         current.extend(s for s in split_sentences(text) if s)
     return ReportParts(markdown=markdown, question=question, sections=sections)
 
 
 def uncited(parts: ReportParts) -> list[str]:
-    return [s for s in parts.sentences(MUST_CITE) if not _CITATION.search(s)]
+    return [s for s in parts.sentences(MUST_CITE) if not CITATION.search(s)]
 
 
 def json_strings(value: Any) -> list[str]:

@@ -42,13 +42,19 @@ MIN_SHARED = 0.25
 # What a section of those whose every sentence was dropped holds instead: a notice (bold, like
 # a lead, so the scorer reads no claim in it), not an empty section.
 EMPTY_NOTICE = "**No sentence of this section could be cited from the stored sources; see Limitations.**"
-_CITATION = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
+CITATION = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
 _NUMBERS = re.compile(r"\d+")
 # The scorer's reading (core/evaluation/score.py): a citation after the full stop, and after a
 # closing quote or parenthesis, belongs to the sentence before it.
 _CITATION_AFTER_END = re.compile(r"((?:[.!?][\"'”’)]*)+)((?:\s*\[\d+(?:\s*,\s*\d+)*\])+)")
 _PREFIX = re.compile(r"^(\s*(?:(?:[-*+]|\d+\.)\s+)?(?:\*\*[^*]+\*\*\s*)?)(.*)$")
 _LEADS = re.compile(r"^\s*(?:(?:[-*+]|\d+\.)\s+)?(?:\*\*[^*]+\*\*\s*)?")
+
+
+def citations_before_end(text: str) -> str:
+    """``… Lilu. [1] A lilu …`` → ``… Lilu [1]. A lilu …``: a citation after the full stop (or a
+    closing quote) belongs to the sentence before it; the move keeps every offset."""
+    return _CITATION_AFTER_END.sub(lambda m: f"{m.group(2)}{m.group(1)}", text)
 
 
 class SentenceFix(BaseModel):
@@ -82,7 +88,7 @@ def sentence_units(text: str) -> list[str]:
     the scorer's reading (a citation after the full stop moved before it, then
     :func:`split_sentences`) mapped back onto the text (the move keeps every offset)."""
     text = " ".join(text.split())
-    moved = _CITATION_AFTER_END.sub(lambda m: f"{m.group(2)}{m.group(1)}", text)
+    moved = citations_before_end(text)
     units, at = [], 0
     for sentence in split_sentences(moved):
         start = moved.find(sentence, at)
@@ -95,15 +101,15 @@ def sentence_units(text: str) -> list[str]:
 
 def _claim(unit: str) -> str:
     """The sentence without its citations, as the verifier checks it."""
-    return " ".join(_CITATION.sub(" ", unit).split()).replace(" .", ".").strip()
+    return " ".join(CITATION.sub(" ", unit).split()).replace(" .", ".").strip()
 
 
 def _cited(unit: str) -> bool:
-    return _CITATION.search(unit) is not None
+    return CITATION.search(unit) is not None
 
 
 def _bare(text: str) -> str:
-    return normalize(_CITATION.sub(" ", text)).rstrip(".!?; ")
+    return normalize(CITATION.sub(" ", text)).rstrip(".!?; ")
 
 
 def _removed_from(claim: str, checks: list[CitationCheck], entries_by_n: dict[int, Any]) -> int | None:
