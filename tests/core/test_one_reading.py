@@ -82,11 +82,13 @@ def test_one_figure_from_two_sources_is_corroborated():
             _memory(
                 ("a.md", "Toyota says its solid-state car will have a range of about 1,000 km.", "1"),
                 ("b.md", "The Toyota prototype reached a driving range of ~1,000 km on one charge.", "1"),
+                ("c.md", "Early solid-state cells had an interfacial resistance above 1,000 ohm square cm.", "1"),
             )
         )
     ]
     analysis = extractive_section("Analysis", {"question": "What range?", "plan": plan, "sources": sources})
     assert "two or more independent sources" in analysis and "[1]" in analysis and "[2]" in analysis
+    assert "[3]" not in analysis  # the same number about another thing corroborates nothing
 
 
 POOL = [

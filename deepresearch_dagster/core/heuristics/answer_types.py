@@ -151,16 +151,15 @@ def answers(sentence: str, part: str) -> bool:
 
 def answered(part: str, sentences: Iterable[str]) -> str | None:
     """The first of ``sentences`` that answers ``part``, or None: the one reading of "answered" that
-    the report's summary, findings, Analysis and Limitations and the critic's gaps share. A sentence
-    answers a part that asks for one specific thing (a date, a figure, a name) when it states half
-    of the part's topic words at least and holds that kind of answer; any other part (an account:
-    "what are the main challenges") when it states one of its topic words or of its aspect's words
-    (a problem, a plan)."""
+    the report's findings, Limitations and next steps and the critic's gaps share. A part that asks
+    for one specific thing (a date, a figure, a name) is answered by a sentence stating two of its
+    topic words (its one) and holding that kind of answer (``answers``); an account ("what are the
+    main challenges") by a sentence with a word of its aspect (a problem, a plan), else of its topic."""
     own = set(content_terms(part)) - INSTRUCTION_WORDS - ASPECT_WORDS - MEASURE_WORDS
     exact = specific(part)
-    wanted = (len(own) + 1) // 2 if exact else 1
-    about = own if exact else own | aspect_terms(part)
+    about = own if exact else aspect_terms(part) or own
     for sentence in sentences:
-        if len(about & set(content_terms(sentence))) >= wanted and (not exact or answers(sentence, part)):
+        shared = len(about & set(content_terms(sentence)))
+        if shared >= min(2 if exact else 1, len(about)) and (not exact or answers(sentence, part)):
             return sentence
     return None

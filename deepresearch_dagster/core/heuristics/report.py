@@ -27,7 +27,7 @@ from ..text import (
     split_sentences,
     words,
 )
-from .answer_types import MEASURE_WORDS, answered, asked_kinds, supplies
+from .answer_types import MEASURE_WORDS, answered, answers, asked_kinds, specific, supplies
 from .aspects import aspect_terms
 from .planning import enumerated_parts
 from .sentences import context_dependent, has_fact, is_fragment
@@ -452,14 +452,17 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
         # A part asking for an aspect ("the main challenges", "how are they addressing them") is
         # answered by sentences about that aspect (a problem, a plan), not by any sentence that
         # names the topic.
-        answers = (
+        # … and one asking where, or which thing, by a name it does not give.
+        hits = (
             [f for f in pool if supplies(f.text, set(kinds))]
             if kinds
+            else [f for f in pool if answers(f.text, part)]
+            if specific(part)
             else [f for f in pool if f.terms & aspects]
             if aspects
             else pool
         )
-        best = (answers or pool)[:1]
+        best = (hits or pool)[:1]
         # The best answer to this part already answers an earlier one ("It opened on 21 November
         # 2022, 219 days after the contract date"): the two parts share that paragraph.
         shared = next(
@@ -471,11 +474,11 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
             None,
         )
         pool = [f for f in pool if id(f) not in used]
-        answers = [f for f in answers if id(f) not in used]
+        hits = [f for f in hits if id(f) not in used]
         if shared is not None:
             limit = 0  # answered there; more quotes would only be this part's weaker candidates
-        picked = _distinct(answers or pool, limit)
-        if len(picked) < limit and not (kinds and answers):
+        picked = _distinct(hits or pool, limit)
+        if len(picked) < limit and not (kinds and hits):
             # Too few findings use the part's words: add the best of those found for the step that asks it.
             extra = [
                 f
@@ -593,7 +596,13 @@ def corroborated(payload: dict[str, Any]) -> list[list[Finding]]:
         cited = set(f.cites)
         group = [f]
         for g in [*f.also, *found]:
-            if id(g) not in grouped and g is not f and not cited & set(g.cites) and same_figure(f.text, g.text):
+            if (
+                id(g) not in grouped
+                and g is not f
+                and not cited & set(g.cites)
+                and same_figure(f.text, g.text)
+                and _same_subject(f.terms, g.terms)  # "1,000 cycles" and "1,000 ohm" are two facts
+            ):
                 group.append(g)
                 cited |= set(g.cites)
         if len(group) >= 2:
