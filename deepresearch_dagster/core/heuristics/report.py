@@ -156,8 +156,9 @@ def without_references(sentence: str) -> str:
 
 def _title_like(text: str) -> bool:
     """A document's title or heading line ("How Brennock Was Paid For: A Short Financial History"):
-    nearly every longer word capitalized."""
-    longer = [w for w in words(text) if len(w) >= 4 and w.isalpha()]
+    nearly every word capitalized, its small words too ("West Chicago is a city in DuPage County,
+    Illinois" is a sentence of names)."""
+    longer = [w for w in words(text) if len(w) >= 2 and w.isalpha()]
     return len(longer) >= 4 and sum(w[0].isupper() for w in longer) >= 0.8 * len(longer)
 
 
@@ -200,7 +201,12 @@ def usable(sentence: str) -> bool:
     # "To seek approval of X, to approve Y, and to authorise Z.": a report's purpose, no clause.
     if _PURPOSE.match(s) and not _MAIN_CLAUSE.search(s):
         return False
-    if not s or len(words(s)) > MAX_FINDING_WORDS or s.endswith(":") or not (s[:1].isupper() or s[:1].isdigit()):
+    if (
+        not s
+        or len(words(s)) > MAX_FINDING_WORDS
+        or s.endswith(":")
+        or not (s.lstrip("¡¿\"'“‘(")[:1].isupper() or s[:1].isdigit())
+    ):
         return _is_data_row(s)
     if _is_data_row(s) or _priced_item(s):
         return True
