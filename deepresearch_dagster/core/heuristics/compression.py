@@ -96,6 +96,7 @@ _MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _TABLE_SEP = re.compile(r"^:?-{2,}:?$")
 _STALE_HEADING = re.compile(r"^#+\s*SUPERSEDED\b|·\s*status:\s*superseded\b", re.IGNORECASE)
 _BANNER = re.compile(r"^#+\s*Source:\s*\S+\s*·", re.IGNORECASE)
+_EXCERPT = re.compile(r"\[passage \d+/(?:[2-9]|\d\d+)\]")
 _HEADING_NOISE = re.compile(r"\[passage \d+/\d+\]|\(page \d+\)|›")
 _METADATA = re.compile(r"^(?:last updated|updated|date|dated|version|owner|prepared by|page)\b[^.;]{0,40}$", re.I)
 _TOTAL_ROW = re.compile(r"^(?:[^:;]{1,40}:\s*)?(?:grand\s+)?(?:total|overall|all\s+\w+)\b", re.IGNORECASE)
@@ -546,7 +547,8 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
         return _not_useful("The output does not address the step's topic.", step_title)
 
     raw_tokens = estimate_tokens(raw)
-    short = raw_tokens <= FACT_SHEET_TOKENS
+    # A window of a longer document ("[passage 10/11]") is no short document: a fact sheet is a whole one.
+    short = raw_tokens <= FACT_SHEET_TOKENS and not _EXCERPT.search(raw)
     budget = message_budget(raw_tokens)
     ranked = [i for i in sorted(range(len(units)), key=lambda i: (-scores[i], i)) if scores[i] > 0]
     top = scores[ranked[0]]

@@ -73,8 +73,6 @@ def topic_words(text: str) -> set[str]:
 
 # The words that say a sentence gives a cause ("due", "because"), not what it is the cause of.
 CAUSE_WORDS = aspect_terms("cause")
-# The words sources state who pays in ("Funding comes from three sources: £8.0 million …").
-FUNDING_WORDS = aspect_terms("funding") | set(content_terms("cost budget capital reserve charge"))
 
 
 def extractive_section(heading: str, payload: dict[str, Any]) -> str:
@@ -203,7 +201,8 @@ def usable(sentence: str) -> bool:
         return False
     if (
         not s
-        or len(words(s)) > MAX_FINDING_WORDS
+        # each sentence: a passage quoted with the sentence it continues is longer than either
+        or max(len(words(x)) for x in split_sentences(s) or [s]) > MAX_FINDING_WORDS
         or s.endswith(":")
         or not (s.lstrip("¡¿\"'“‘(")[:1].isupper() or s[:1].isdigit())
     ):
@@ -439,9 +438,8 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
         kinds = frozenset(asked[k])
         # The kinds of answer only other parts ask for ("41 million pounds" is for "what did it cost").
         theirs = set().union(*(a for i, a in enumerate(asked) if i != k)) - kinds
-        # … or a word of the part (or "funding" for "who is paying") and the kind of answer it asks
-        # for ("112 metres" for "How large is X").
-        answer_terms = (part_terms - CAUSE_WORDS) | (FUNDING_WORDS if "money" in kinds else set())
+        # … or a word of the part and the kind of answer it asks for ("112 metres" for "How large is X").
+        answer_terms = part_terms - CAUSE_WORDS
         pool = [
             f
             for f in found
