@@ -509,14 +509,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     best = max(top, key=lambda i: (len((step_topic | entity) & set(units[i].terms)), scores[i]))
     best_matches = {t for t in step_topic | entity if t in units[best].terms}
     coverage = len(step_topic & all_terms) / max(1, len(step_topic))
-    # A document about the question's entity is useful even when written as tables and lists.
     source_terms = set(content_terms(payload.get("source_title") or (header.group(1) if header else "")))
-    # The question's entity as this step sees it: the plan-title words the step repeats.
-    core = (entity & step_topic) or entity
-    entity_units = sum(1 for u in units if core and len(core & set(u.terms)) >= max(1, (len(core) + 1) // 2))
-    about_entity = bool(core) and (
-        core <= source_terms or (entity_units >= 2 and len(core & all_terms) >= 0.6 * len(core))
-    )
     # Two words of the step in one unit, a fifth of the step's words in the output, and (when the
     # question names an entity) half of the entity's words or three step words in that unit: a
     # page sharing only "manufacturers" and "addresses" with the step is not about it.
@@ -543,7 +536,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
         scores = [s if s > 0 else (0.01 if _fact_unit(u) else 0.0) for s, u in zip(scores, units, strict=True)]
     # A unit that names what the step or the question names is never "not useful".
     named = any(k <= set(u.terms) for k in _key_names(payload) for u in units)
-    if not (on_topic or about_entity or titled or named) or scores[best] <= 0:
+    if not (on_topic or titled or named) or scores[best] <= 0:
         return _not_useful("The output does not address the step's topic.", step_title)
 
     raw_tokens = estimate_tokens(raw)

@@ -209,9 +209,8 @@ def usable(sentence: str) -> bool:
         return _is_data_row(s)
     if _is_data_row(s) or _priced_item(s):
         return True
-    # A figure stated about "the company" or "the project" is quoted (the citation names the source);
-    # a pronoun or "these two worlds" still needs the sentence before it.
-    return not context_dependent(s, definite=not has_fact(s)) and not is_fragment(s) and not is_instruction(s)
+    # A pronoun or "these two worlds" needs the sentence before it.
+    return not context_dependent(s) and not is_fragment(s) and not is_instruction(s)
 
 
 # "Off-Peak membership £46 per month (weekdays before 4pm)": a list item (no full stop) that

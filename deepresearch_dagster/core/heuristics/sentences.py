@@ -40,14 +40,6 @@ DANGLING = re.compile(
 )
 # "Lithium is also extremely light": "also" right after the subject's verb continues a paragraph.
 ALSO_EARLY = re.compile(r"^(?:\S+\s+){1,6}?(?:also|too|as well)\b", re.I)
-# "the company said", "the researchers found": a definite description whose name was given earlier.
-DEFINITE_REFERENT = re.compile(
-    r"^(?:\S+\s+){0,5}?the (?:company|firm|group|team|researchers|scientists|authors|study|device|project|"
-    r"plant|programme|program|agency|carmaker|automaker|manufacturer|startup|start-up|report|paper|memo|"
-    r"machine|engine|idea|proposal|effort|system|approach|method|technique|process|two|three|both)\b"
-    r"(?!\s+(?:of|that|which|in|who)\b|\s*[,(])",
-    re.I,
-)
 _OPENERS = frozenset("after before during since later then when while in at on by for from with".split())
 _PRONOUNS = frozenset("he she they it his her their its him them".split())
 
@@ -92,18 +84,15 @@ _IRREGULAR = frozenset(
 _FACT = re.compile(r"\d|%|\$|€|£")
 
 
-def context_dependent(sentence: str, definite: bool = True) -> bool:
-    """Whether the sentence leans on text before it (anaphora, dangling reference, "is also").
-
-    ``definite=False`` lets a definite description pass ("the company operated 5,842 sailings"):
-    its source, cited beside it, names the company.
-    """
+def context_dependent(sentence: str) -> bool:
+    """Whether the sentence leans on text before it (anaphora, dangling reference, "is also"). A
+    definite description passes ("the company operated 5,842 sailings"): its source, cited beside
+    it, names the company."""
     s = sentence.strip()
     return bool(
         LEADING_ANAPHORA.match(s)
         or any(not _this_verb(m.group(0), m.start()) for m in DANGLING.finditer(s))
         or ALSO_EARLY.match(s)
-        or (definite and DEFINITE_REFERENT.match(s))
         or _early_pronoun(s)
     )
 
