@@ -531,7 +531,8 @@ class LineageStore:
         self._exec(
             "INSERT OR REPLACE INTO tool_calls (partition_key, call_id, run_id, step_id, seq, tool, "
             "arguments, artifact_file, artifact_path, bytes, sha256, raw_tokens, latency_ms, status, "
-            "error, source, cached) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "error, source, cached, tainted, suspected_injection) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 partition_key,
                 rec.call_id,
@@ -550,6 +551,8 @@ class LineageStore:
                 redact(rec.error) if rec.error else None,
                 rec.source,
                 rec.cached,
+                rec.tainted,
+                json.dumps(rec.suspected_injection) if rec.suspected_injection else None,
             ],
         )
 
