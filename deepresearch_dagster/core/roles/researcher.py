@@ -221,7 +221,7 @@ def _absorb(
     state.calls.append(record)
     state.summaries.append(summary)
     injected = summary.injected
-    verdict = "not useful"
+    verdict = "set aside: suspected prompt injection" if summary.suspected_injection else "not useful"
     if summary.raw_context and not summary.suspected_injection:
         run.messages.append({"role": "assistant", "content": spotlight(raw_text, data_marker(ctx.partition_key))})
         verdict = f"raw context, {summary.injected_tokens:,} tokens injected"
