@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from .models import SummaryRecord
@@ -109,3 +110,17 @@ def set_aside(summaries: list[SummaryRecord]) -> list[SummaryRecord]:
         if (s.source or UNNAMED) in suspects and not s.suspected_injection:
             s.suspected_injection, s.injected_tokens = True, 0
     return summaries
+
+
+def without_address(markdown: str) -> str:
+    """A model-written report body without any sentence that addresses a model (an instruction it
+    read and repeated); a list item or line left empty goes too. Headings stay."""
+    kept = []
+    for line in markdown.splitlines():
+        if line.startswith("#") or not _suspect_units(line):
+            kept.append(line)
+            continue
+        rest = re.sub(r"  +", " ", _blank(line).replace(REDACTED, "")).rstrip()
+        if rest.strip(" -*\t"):
+            kept.append(rest)
+    return "\n".join(kept)

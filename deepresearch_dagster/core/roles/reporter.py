@@ -44,7 +44,7 @@ from ..naming import markdown_code, reference_line, short_artifact_name
 from ..store.artifacts import ArtifactReader
 from ..tools import Toolbox, ToolError
 from ..tools.artifact_tools import artifact_tools
-from ..untrusted import data_marker, spotlight
+from ..untrusted import data_marker, spotlight, without_address
 from .citations import locate, verify_citations
 from .cited_sentences import CitedSentences, cite_every_sentence
 from .source_quality import corpus_status, corroborated_claims, listing_results, quality_warnings, score_sources
@@ -458,6 +458,7 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
             ctx, head, payload, cites, entries=entries, raw=raw, lookups=lookups
         )
     fallbacks = fallback_counts(ctx, bundle, outputs, reporter_fallbacks)
+    body = without_address(body)  # an instruction a model read and repeated is never in a section
     body = insert_notes(body, pipeline_notes(outputs, bundle, warnings, fallbacks))
     entries_by_n: dict[int, list[dict[str, Any]]] = {}
     for e in entries:
