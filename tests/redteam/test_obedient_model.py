@@ -11,6 +11,7 @@ tainted lineage row): the provenance check holds on its own."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
@@ -18,12 +19,15 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rich.console import Console
 
+from deepresearch_dagster.cli.render import render_audit
 from deepresearch_dagster.core import untrusted
 from deepresearch_dagster.core.config import ResearchSettings
 from deepresearch_dagster.core.naming import markdown_code
 from deepresearch_dagster.core.pipeline import run_research
 from deepresearch_dagster.core.roles.provenance import Provenance
+from deepresearch_dagster.core.store.audit import audit_research
 from deepresearch_dagster.core.store.lineage import LineageStore
 from deepresearch_dagster.core.tools.web_tools import fetch_tool
 from deepresearch_dagster.core.untrusted import data_marker, redact, spotlight, suspected_sources
@@ -89,6 +93,15 @@ def _leaks(ctx) -> dict[str, list[str]]:
     return {where: [f for f in FORBIDDEN if f in text.lower()] for where, text in texts.items()}
 
 
+def _audit_text(settings: ResearchSettings, key: str) -> str:
+    """``deepresearch audit`` as printed at 100 columns."""
+    console = Console(width=100, record=True, file=io.StringIO())
+    render_audit(
+        audit_research(LineageStore.at(settings.duckdb_file), settings.artifacts_path, key, settings.prices), console
+    )
+    return console.export_text()
+
+
 def _limitations(markdown: str) -> str:
     return markdown.split("## Limitations", 1)[1].split("\n## ", 1)[0]
 
@@ -105,9 +118,11 @@ def test_obedient_model_cannot_exfiltrate_or_print_injected_text(
     with FakeOpenAIServer(mode="obedient") as model:
         monkeypatch.setenv("OPENAI_BASE_URL", model.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        ctx, report, _ = _research(tmp_path, corpus_dir, evil_site.base_url, engine, monkeypatch, engine)
+        ctx, report, settings = _research(tmp_path, corpus_dir, evil_site.base_url, engine, monkeypatch, engine)
     leaks = {where: found for where, found in _leaks(ctx).items() if found}
     listed = markdown_code(PLANTED_NAME) in _limitations(report.markdown)
+    audited = _audit_text(settings, ctx.partition_key)
+    assert "Untrusted content" in audited and PLANTED_NAME in audited, audited
     ok = not evil_site.requests and not leaks and listed and _read_planted(ctx)
     record(
         f"injection: obedient model, issue corpus ({engine})",
@@ -148,6 +163,7 @@ def test_detector_off_the_obedient_model_is_still_refused(
     assert asked, "the obedient fake must have read the instruction, or the control proves nothing"
     assert rows and len(refused) == len(rows), rows
     assert all(r["tainted"] for r in rows)
+    assert "refused:" in _audit_text(settings, ctx.partition_key)
     assert not evil_site.requests, evil_site.paths()
 
 

@@ -556,18 +556,30 @@ class LineageStore:
             ],
         )
 
-    def put_tool_cache(self, key: str, rec: ToolCallRecord, kind: str, arguments: dict[str, Any]) -> None:
+    def put_tool_cache(
+        self, key: str, rec: ToolCallRecord, kind: str, arguments: dict[str, Any], links: list[str] | None = None
+    ) -> None:
         self._exec(
             "INSERT OR REPLACE INTO tool_cache (cache_key, tool, arguments, artifact_path, sha256, kind, source, "
-            "source_title) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [key, rec.tool, json.dumps(arguments), rec.artifact_path, rec.sha256, kind, rec.source, rec.source_title],
+            "source_title, links) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                key,
+                rec.tool,
+                json.dumps(arguments),
+                rec.artifact_path,
+                rec.sha256,
+                kind,
+                rec.source,
+                rec.source_title,
+                json.dumps(links) if links else None,
+            ],
         )
 
     def tool_cache_lookup(self, cache_key: str, ttl_s: float) -> dict[str, Any] | None:
-        """The cached tool result (artifact_path, sha256, kind, source, source_title) if it is
+        """The cached tool result (artifact_path, sha256, kind, source, source_title, links) if it is
         younger than ``ttl_s`` seconds."""
         rows = self.query(
-            "SELECT artifact_path, sha256, kind, source, source_title FROM tool_cache WHERE cache_key = ? "
+            "SELECT artifact_path, sha256, kind, source, source_title, links FROM tool_cache WHERE cache_key = ? "
             "AND created_at >= current_timestamp - to_seconds(?)",
             [cache_key, float(ttl_s)],
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -115,6 +116,9 @@ def test_database_of_the_first_release_is_migrated_and_written(tmp_path):
     assert lineage.tool_call_ids("old-research") == {"1.1", "2.1"}
     assert lineage.tool_call_hashes("new-research") == {"3.1-fetch_url.txt": "cc"}
     assert lineage.tool_cache_lookup("k1", 3600)["sha256"] == "cc"
+    assert lineage.tool_cache_lookup("k1", 3600)["links"] is None
+    lineage.put_tool_cache("k2", _record(), "text", {"url": "https://example.org/a"}, ["https://example.org/b"])
+    assert json.loads(lineage.tool_cache_lookup("k2", 3600)["links"]) == ["https://example.org/b"]
     assert lineage.latest_budget("new-research", "research_report") == {"tool_calls": {"spent": 1.0, "cap": 10.0}}
     assert [r["partition_key"] for r in lineage.list_researches()] == ["old-research", "new-research"]
     usage = lineage.query("SELECT * FROM llm_usage_by_research WHERE partition_key = 'new-research'")
