@@ -20,6 +20,7 @@ from typing import Any
 from .models import SummaryRecord
 from .naming import short_hash
 from .text import addresses_model, split_sentences
+from .web.urls import normalize_url
 
 REDACTED = "[text addressed to the model removed]"
 UNNAMED = "(tool output)"  # the source of an output that names none
@@ -70,7 +71,9 @@ def suspected_sources(raw: str, kind: str, source: str | None) -> list[str]:
     found: list[str] = []
     for result in listing.get("results") or []:
         if isinstance(result, dict) and any(_suspect_units(s) for s in _strings(result)):
-            found.append(str(result.get("url") or result.get("path") or "(search result)"))
+            # Named as the read of that result will name its source (a page's URL normalized).
+            url = result.get("url")
+            found.append(normalize_url(str(url)) if url else str(result.get("path") or "(search result)"))
     return list(dict.fromkeys(found))
 
 
