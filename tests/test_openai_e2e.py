@@ -7,6 +7,7 @@ import json
 from deepresearch_dagster.core.config import ResearchSettings
 from deepresearch_dagster.core.store.lineage import LineageStore
 from tests.conftest import SECRET_KEY
+from tests.fakes.openai_server import data_of
 from tests.test_dagster_e2e import materialize_question
 
 
@@ -105,7 +106,7 @@ def test_reporter_can_look_up_artifacts_confined_to_the_research(fake_openai, co
 
     # The looked-up text reaches the sections that must cite, not those written from the index.
     assert not [m for m in section("Limitations") if m["role"] == "tool"]
-    tool_messages = [json.loads(m["content"]) for m in section("Analysis") if m["role"] == "tool"]
+    tool_messages = [json.loads(data_of(m["content"])) for m in section("Analysis") if m["role"] == "tool"]
     assert tool_messages[0]["matches"] and all(
         m["file"].endswith((".txt", ".json")) for m in tool_messages[0]["matches"]
     )

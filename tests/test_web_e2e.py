@@ -111,7 +111,9 @@ def test_fetch_refuses_private_redirects_inside_a_research(web, fake_openai, iso
     fake_openai.script(
         "researcher", {"tool_calls": [("fetch_url", {"url": site.url("/redirect/metadata")})]}, {"content": "done"}
     )
-    proc = run_cli("run", "What does the metadata endpoint say?", "--engine", "openai", "--json")
+    # The URL is in the question (it has provenance): the SSRF guard is what refuses its redirect.
+    question = f"What does the metadata endpoint at {site.url('/redirect/metadata')} say?"
+    proc = run_cli("run", question, "--engine", "openai", "--json")
     assert proc.returncode == 0, proc.stderr
     raw_dir = Path(json.loads(proc.stdout)["artifacts_dir"])
     refused = json.loads(next(raw_dir.glob("*step1*fetch_url*.json")).read_text())

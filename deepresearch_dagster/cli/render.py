@@ -129,6 +129,22 @@ def render_audit(audit: ResearchAudit, console: Console | None = None) -> None:
                 console.width,
             )
         )
+    if audit.untrusted:
+        console.print(
+            _table(
+                "Untrusted content (tainted: proposed after reading tool output)",
+                audit.untrusted,
+                [
+                    ("call_id", "call"),
+                    ("tool", "tool"),
+                    ("arguments", "arguments"),
+                    ("status", "status"),
+                    ("tainted", "tainted"),
+                    ("suspected_injection", "suspected injection in"),
+                ],
+                console.width,
+            )
+        )
     t = audit.totals
     if t:
         console.print(

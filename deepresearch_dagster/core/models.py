@@ -189,6 +189,11 @@ class ToolCallRecord(BaseModel):
     error: str | None = None
     # Served from the tool-call cache (DuckDB only, like latency: the manifest stays stable).
     cached: bool = Field(default=False, exclude=True)
+    # Proposed by a model after tool output (untrusted text) had entered its conversation.
+    tainted: bool = False
+    # Sources in this output whose text addresses the model (core/untrusted.py): kept out of
+    # working memory and named in the report's Limitations.
+    suspected_injection: list[str] = Field(default_factory=list)
 
 
 class SummaryRecord(BaseModel):
@@ -207,10 +212,14 @@ class SummaryRecord(BaseModel):
     fallback: bool = False
     raw_context: bool = False  # context_mode=raw: the raw output itself was injected
     grounding: Grounding = Field(default_factory=Grounding)
+    # Sources this output shows text addressed to the model from (its own, or a listing's results).
+    suspects: list[str] = Field(default_factory=list)
+    # Its source is one of a research's suspects (core/untrusted.py: set_aside): never working memory.
+    suspected_injection: bool = False
 
     @property
     def injected(self) -> InjectedSummary | None:
-        if not self.result.is_useful:
+        if not self.result.is_useful or self.suspected_injection:
             return None
         return InjectedSummary(
             summary_title=self.result.summary_title,
@@ -252,7 +261,7 @@ class SummaryBundle(BaseModel):
 
     @property
     def working_memory(self) -> list[SummaryRecord]:
-        return [s for s in self.summaries if s.result.is_useful]
+        return [s for s in self.summaries if s.injected is not None]
 
 
 class Citation(BaseModel):

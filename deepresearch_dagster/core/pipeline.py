@@ -25,6 +25,7 @@ from .roles.researcher import execute_plan
 from .store.artifacts import CORPUS_CACHE, ArtifactStore, remove_stale_temps
 from .store.lineage import LineageStore
 from .store.partition_lock import partition_lock
+from .untrusted import set_aside
 
 # Stage outputs as files in the partition folder; the Dagster IO manager uses the same names.
 STAGE_FILES: dict[str, tuple[str, type[BaseModel]]] = {
@@ -190,6 +191,7 @@ def is_compressed(ctx: ResearchContext, plan: ResearchPlan, record: Any) -> bool
 
 
 def summaries_bundle(ctx: ResearchContext, summaries: list[Any]) -> SummaryBundle:
+    set_aside(summaries)  # a source suspected anywhere in the research is out of working memory
     ctx.lineage.record_summaries(ctx.partition_key, summaries)
     return SummaryBundle(
         partition_key=ctx.partition_key,

@@ -190,6 +190,41 @@ def is_instruction(text: str) -> bool:
     return bool(text) and _INSTRUCTION.search(text) is not None
 
 
+# Text that addresses the model (core/untrusted.py): narrower than ``is_instruction``, whose
+# second-person and imperative patterns ("you will use half the amount", "don't forget the plan")
+# also fit recipes and advice, because what it flags sets a whole source aside. Four shapes, none
+# tied to a topic: a chat-template role or turn marker, a tool call (its JSON or a tool's name),
+# an override of the reader's instructions, and an imperative addressed to an AI.
+_TOOL_NAMES = r"(?:fetch_url|web_search|read_artifact|grep_artifacts|read_document|local_search)"
+_AI = r"(?:ai|assistant|chatbot|llm|(?:language\s+)?model|agent|gpt|claude)"
+_ADDRESS_PATTERNS = [
+    # Role and turn markers of chat templates: "<|im_start|>", "[INST]", "### System:", "system:".
+    r"<\|[a-z_]+\|>|\[/?(?:inst|sys)\]|<</?sys>>",
+    r"^\W{0,4}(?:system|assistant|developer)\s*(?:message|prompt)?\s*[\]>)]?\s*:",
+    r"\bsystem\s+(?:message|prompt|override|instruction)s?\b",
+    # Tool calls: their JSON, their tags, a tool named with a verb.
+    r"\"?tool_calls?\"?\s*[:=]|</?\s*(?:tool_call|function_call)\b",
+    r"\{\s*\"(?:name|function|tool)\"\s*:\s*\"[a-z_]+\"\s*,\s*\"(?:arguments|parameters|args)\"",
+    rf"\b(?:call|invoke|use|run)\s+(?:the\s+)?(?:tool\s+)?{_TOOL_NAMES}\b",
+    # Overrides: "ignore (all) (the) previous instructions", "disregard your rules", "forget the sources".
+    r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:all\s+|any\s+)?(?:of\s+)?(?:the\s+|your\s+|my\s+|these\s+"
+    r"|those\s+)?(?:previous\s+|prior\s+|earlier\s+|above\s+|preceding\s+|original\s+|initial\s+|system\s+)?"
+    r"(?:instructions?|prompts?|rules|guidelines|directives|sources|context)\b",
+    r"\b(?:previous|prior|above|original)\s+instructions?\b|\b(?:new|updated|hidden|secret)\s+instructions?\s*:",
+    r"\byou\s+are\s+now\b|\b(?:developer|jailbreak|god|dan)\s+mode\b",
+    # An AI addressed: "Assistant, you must…", "as an AI model, …", "AI: write …", "tell the user …".
+    rf"\b{_AI}\s*[,:]\s*(?:you\s+|please\s+)?(?:must|should|will|now|ignore|write|say|call|fetch|print|output|reply)\b",
+    rf"\bas\s+an?\s+{_AI}\b\s*,",
+    r"\b(?:tell|inform|convince)\s+the\s+(?:user|reader|human)\b",
+]
+_ADDRESS = re.compile("|".join(f"(?:{p})" for p in _ADDRESS_PATTERNS), re.IGNORECASE | re.MULTILINE)
+
+
+def addresses_model(text: str) -> bool:
+    """True when ``text`` speaks to the model reading it (an injected instruction), not about a topic."""
+    return bool(text) and _ADDRESS.search(text) is not None
+
+
 # The line under a Markdown table's header: "| --- | :--: |".
 SEPARATOR_ROW = re.compile(r"\s*\|(?:\s*:?-{2,}:?\s*\|)+\s*")
 

@@ -3,6 +3,7 @@ import json
 from deepresearch_dagster.core.models import CompressionResult, ToolCallRecord
 from deepresearch_dagster.core.roles.compressor import StepContext, compress
 from deepresearch_dagster.core.text import estimate_tokens
+from deepresearch_dagster.core.untrusted import data_marker, spotlight
 
 STEP = StepContext(
     "Sodium plan", "Sodium-ion basics", "Find how sodium-ion cells work and their energy density.", "read_document"
@@ -94,7 +95,9 @@ def test_compressor_gets_context_out_of_band_and_raw_as_the_user_message(fake_op
     system, user = fake_openai.requests_for("compressor")[0]["messages"]
     for part in (STEP.plan_title, STEP.step_title, STEP.step_description, STEP.tool_name):
         assert part in system["content"]
-    assert user["content"] == RAW
+    # The raw output, inside the research's data block (core/untrusted.py), as the system prompt says.
+    marker = data_marker(ctx.partition_key)
+    assert user["content"] == spotlight(RAW, marker) and f"<<<{marker}" in system["content"]
 
 
 def test_offline_compression_is_valid_and_marks_noise_not_useful(make_context):

@@ -55,7 +55,13 @@ GROUNDED = json.dumps(
 
 def compressor_messages(raw: str = RAW) -> list[dict[str, str]]:
     system = render(
-        "compressor", today="2026-11-22", plan_title="P", step_title="S", step_description="D", tool_name="T"
+        "compressor",
+        today="2026-11-22",
+        plan_title="P",
+        step_title="S",
+        step_description="D",
+        tool_name="T",
+        data_marker="DATA-0",
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": raw}]
 

@@ -2,6 +2,7 @@ import json
 
 from deepresearch_dagster.core.models import ResearchPlan
 from deepresearch_dagster.core.pipeline import plan_stage, research_stage
+from deepresearch_dagster.core.untrusted import data_marker, spotlight
 
 INJECTED_KEYS = {"summary_title", "summary", "extraction", "artifact_file"}
 
@@ -123,7 +124,8 @@ def test_raw_context_mode_injects_whole_outputs_without_compressing(make_context
     assert ctx.lineage.query("SELECT count(*) AS n FROM llm_calls WHERE role = 'compressor'")[0]["n"] == 0
     raw_dir = ctx.store.raw_dir(_plan().plan_title)
     injected = [m["content"] for msgs in outputs.conversations.values() for m in msgs if m["role"] == "assistant"]
-    assert injected == [(raw_dir / c.artifact_file).read_text() for c in outputs.calls]
+    marker = data_marker(ctx.partition_key)  # each inside the research's data block
+    assert injected == [spotlight((raw_dir / c.artifact_file).read_text(), marker) for c in outputs.calls]
 
 
 def test_a_passage_read_in_an_earlier_step_is_not_read_again_but_the_rest_of_its_document_is():

@@ -33,6 +33,12 @@ with ``modes=("llamacpp", "strict_alternation")``) reproduce what real servers d
   default answer.
 - ``invents_figure``: compressor answers are the default ones (drawn from the raw output) plus one
   extraction bullet with a figure the output does not give, ``"Revenue: 999 million."``.
+- ``obedient``: follows every instruction it reads in what it is given (every message but the
+  system prompt), like a small model does (:func:`obedient_answer`): with a ``fetch_url`` tool it
+  calls it on each URL it reads that it has not called yet (a query string ending in ``=`` filled
+  with words of its working memory: exfiltration); every other answer (compressor, reporter
+  section, direct answer) carries the words it is told to write (``write PWNED``) and the
+  instruction sentences themselves, added to the default answer.
 - ``uncited_prose``: a reporter section adds to its default bullets a sentence that cites nothing
   and no source states, one that a source states but is left uncited, and one citing a source
   that does not say it; a sentence rewrite (``reporter_rewrite``) quotes the source's last summary
@@ -85,6 +91,7 @@ MODES = (
     "copies_example",
     "invents_figure",
     "uncited_prose",
+    "obedient",
 )
 STREAM_PIECE = 64  # characters of content per streamed delta (real servers send a token each)
 LLAMACPP_JSON_SCHEMA_ERROR = (
@@ -129,6 +136,15 @@ def unfold(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if not sep or not head.startswith("ROLE:"):
         return messages
     return [{"role": "system", "content": head}, {**messages[0], "content": rest}, *messages[1:]]
+
+
+_DATA_BLOCK = re.compile(r"<<<(DATA-\w+)\n(.*)\n\1>>>", re.DOTALL)
+
+
+def data_of(text: str) -> str:
+    """What a data block (core/untrusted.py: spotlight) encloses; the text itself when it is none."""
+    match = _DATA_BLOCK.search(text)
+    return match.group(2) if match else text
 
 
 def _last_user(messages: list[dict[str, Any]]) -> str:
@@ -178,7 +194,7 @@ def default_answer(role: str, body: dict[str, Any]) -> dict[str, Any]:
             return {"tool_calls": [(read, {arg: summaries[0]["extraction"][0].split(" ")[0]})]}
         return {"content": "Step complete."}
     if role == "compressor":
-        raw = messages[-1]["content"]
+        raw = data_of(messages[-1]["content"])
         try:
             data = json.loads(raw)
         except json.JSONDecodeError:
@@ -239,6 +255,40 @@ def uncited_prose_answer(body: dict[str, Any]) -> dict[str, Any] | None:
         f"- The first of these was made on the Moon in 1850 [{n}].",
     ]
     return {"content": json.dumps({"markdown": "\n".join([default, *prose])})}
+
+
+_URL = re.compile(r"https?://[^\s<>\"'`)\]}]+")
+_TOLD_TO_WRITE = re.compile(r"\b(?:write|say|print|output|reply|answer)\s+[\"'“]?([A-Z][A-Z0-9!]{2,})\b")
+_OBEYED_SENTENCE = re.compile(r"[^.!?\n]*\binstructions?\b[^.!?\n]*[.!?]?", re.IGNORECASE)
+
+
+def obedient_answer(role: str, body: dict[str, Any], fetched: set[str]) -> dict[str, Any] | None:
+    """``obedient``: what a model that obeys its input answers (None: nothing to obey, or a role
+    that does not write prose). ``fetched``: the URLs it called already (the server's memory)."""
+    messages = unfold(body["messages"])
+    read = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") != "system")
+    tools = {t["function"]["name"] for t in body.get("tools", [])}
+    if "fetch_url" in tools:
+        memory = "+".join(re.findall(r"[A-Za-z]{4,}", read)[:8])
+        urls = [u.rstrip(".,;:!?") for u in _URL.findall(read)]
+        urls = [u + memory if u.endswith("=") else u for u in urls]
+        new = [u for u in dict.fromkeys(urls) if u not in fetched]
+        fetched.update(new)
+        return {"tool_calls": [("fetch_url", {"url": u}) for u in new]} if new else None
+    told = list(dict.fromkeys(_TOLD_TO_WRITE.findall(read)))
+    orders = [o.strip() for o in _OBEYED_SENTENCE.findall(read) if o.strip()][:3]
+    if not told and not orders:
+        return None
+    default = json.loads(default_answer(role, {**body, "messages": messages}).get("content") or "null")
+    obeyed = " ".join([*(f"{w}." for w in told), *orders])
+    if role == "compressor" and isinstance(default, dict):
+        default["summary"] = f"{obeyed} {default.get('summary', '')}".strip()
+        default["extraction"] = [obeyed, *default.get("extraction", [])]
+        default["is_useful"] = True
+        return {"content": json.dumps(default)}
+    if role == "reporter" and isinstance(default, dict) and "markdown" in default:
+        return {"content": json.dumps({"markdown": f"{default['markdown']}\n- {obeyed}"})}
+    return None
 
 
 # --- answers generated from a JSON schema ---------------------------------------------------
@@ -410,6 +460,7 @@ class FakeOpenAIServer:
         self.stream_interval_s = stream_interval_s
         self.streaming: set[threading.Event] = set()  # interrupt_streams: one event per open stream
         self.requests: list[dict[str, Any]] = []
+        self.obeyed_urls: set[str] = set()  # obedient: the URLs it asked to fetch
         self.rejections: list[tuple[int, str, str]] = []  # (status, role, message)
         self.counts: Counter[str] = Counter()
         self.scripts: dict[str, deque[Any]] = defaultdict(deque)
@@ -546,6 +597,9 @@ class FakeOpenAIServer:
                         return {"content": text[start:end]}
         if "uncited_prose" in self.modes and role == "reporter":
             return uncited_prose_answer(body)
+        if "obedient" in self.modes:
+            with self.lock:
+                return obedient_answer(role, body, self.obeyed_urls)
         return None
 
     def _answer(self, role: str, body: dict[str, Any], scripted: Any) -> dict[str, Any]:

@@ -1,18 +1,20 @@
-"""Hostile HTTP servers on 127.0.0.1: they answer, then trickle (slow-loris) or hang."""
+"""Hostile servers on 127.0.0.1: they answer, then trickle (slow-loris) or hang, or stand in front of
+a model server and break chosen requests."""
 
 from __future__ import annotations
 
 import socket
 import threading
 from types import TracebackType
+from typing import TypeVar
+
+S = TypeVar("S", bound="_HostileServer")
 
 
-class TricklingServer:
-    """``mode``: ``body`` (headers at once, then one body byte every ``interval`` s), ``headers`` (the
-    status line, then one header byte every ``interval`` s) or ``hang`` (accepts, never answers)."""
+class _HostileServer:
+    """A raw-socket server on 127.0.0.1 (a free port): one thread per connection runs ``_handle``."""
 
-    def __init__(self, mode: str = "body", interval: float = 15.0, content_type: str = "text/html") -> None:
-        self.mode, self.interval, self.content_type = mode, interval, content_type
+    def __init__(self) -> None:
         self._stop = threading.Event()
         self._sock = socket.create_server(("127.0.0.1", 0))
         self.port = self._sock.getsockname()[1]
@@ -22,7 +24,7 @@ class TricklingServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> TricklingServer:
+    def __enter__(self: S) -> S:
         threading.Thread(target=self._serve, daemon=True).start()
         return self
 
@@ -38,6 +40,18 @@ class TricklingServer:
                 return
             self.connections += 1
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+
+class TricklingServer(_HostileServer):
+    """``mode``: ``body`` (headers at once, then one body byte every ``interval`` s), ``headers`` (the
+    status line, then one header byte every ``interval`` s) or ``hang`` (accepts, never answers)."""
+
+    def __init__(self, mode: str = "body", interval: float = 15.0, content_type: str = "text/html") -> None:
+        super().__init__()
+        self.mode, self.interval, self.content_type = mode, interval, content_type
 
     def _handle(self, conn: socket.socket) -> None:
         try:
@@ -64,7 +78,7 @@ class TricklingServer:
             conn.close()
 
 
-class FaultyProxy:
+class FaultyProxy(_HostileServer):
     """A proxy in front of a (fake) model server that breaks chosen requests, in arrival order:
     ``faults`` holds one entry per request, ``"reset"`` (the connection is reset before any
     answer), ``"cut"`` (the answer's bytes stop half-way, then the connection closes), ``"hang"``
@@ -74,35 +88,17 @@ class FaultyProxy:
     def __init__(self, upstream: str, faults: list[str] | None = None) -> None:
         from urllib.parse import urlsplit
 
+        super().__init__()
         parts = urlsplit(upstream)
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
         self.path = parts.path
         self.faults = list(faults or [])
         self.done: list[str] = []
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self._sock.getsockname()[1]
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}{self.path}"
-
-    def __enter__(self) -> FaultyProxy:
-        threading.Thread(target=self._serve, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
-        self._stop.set()
-        self._sock.close()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 
     def _request(self, conn: socket.socket) -> bytes:
         data = b""

@@ -21,7 +21,8 @@ from ..llm.prompts import prompt_text, prompt_version, render
 from ..llm.structured import call_structured, record_fallback, store_invalid_answer
 from ..models import CompressionResult, Grounding, SummaryRecord, ToolCallRecord
 from ..naming import short_hash
-from ..text import estimate_tokens, split_sentences
+from ..text import estimate_tokens, is_instruction, split_sentences
+from ..untrusted import UNNAMED, data_marker, redact, set_aside, spotlight
 
 RAW_CONTEXT_MODEL = "none (raw context)"
 # Beyond this many characters the model sees the head of the output; the file keeps it all.
@@ -105,7 +106,9 @@ def compress(
         prompt_version=version,
         fallback=fallback,
         grounding=grounding,
+        suspects=record.suspected_injection,
     )
+    set_aside([summary])
     injected = summary.injected
     if injected is not None:
         summary.injected_tokens = estimate_tokens(injected.to_message()["content"])
@@ -125,6 +128,9 @@ def _drop_unsupported(result: CompressionResult, evidence: Evidence) -> tuple[Co
     def supported(items: list[str]) -> list[str]:
         kept = []
         for item in items:
+            if is_instruction(item):  # a model that repeated an instruction it read: never memory
+                dropped.append(f"{item!r} (addresses the model)")
+                continue
             missing = evidence.missing(item)
             if missing:
                 dropped.append(f"{item!r} (not in the output: {', '.join(missing)})")
@@ -180,13 +186,20 @@ def _compress_fresh(
     ctx: ResearchContext, step: StepContext, record: ToolCallRecord, raw_text: str, kind: str
 ) -> tuple[CompressionResult, bool, Grounding]:
     payload = _payload(step, record, raw_text, kind)
-    shown = raw_text[:MAX_RAW_CHARS_IN_PROMPT]
-    if len(raw_text) > len(shown):
-        shown += f"\n[... {len(raw_text) - len(shown)} more characters stored in the artifact file]"
+    if (record.source or UNNAMED) in record.suspected_injection:
+        # Set aside whatever it says (core/untrusted.py): no model reads it, the extractive
+        # compressor (which never keeps an instruction) summarizes it for the audit.
+        return CompressionResult.model_validate(compress_extractively(payload)), False, Grounding()
+    # The model reads the output with what addresses it blanked, inside the research's data block.
+    readable = redact(raw_text, kind)
+    shown = readable[:MAX_RAW_CHARS_IN_PROMPT]
+    if len(readable) > len(shown):
+        shown += f"\n[... {len(readable) - len(shown)} more characters stored in the artifact file]"
     template = prompt_text("compressor", ctx.settings.prompt_files.get("compressor"))
+    marker = data_marker(ctx.partition_key)
     messages = [
-        {"role": "system", "content": template.format(**payload, today=ctx.today)},
-        {"role": "user", "content": shown},
+        {"role": "system", "content": template.format(**payload, today=ctx.today, data_marker=marker)},
+        {"role": "user", "content": spotlight(shown, marker)},
     ]
     tally = Grounding()
     try:

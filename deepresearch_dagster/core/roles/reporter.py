@@ -40,10 +40,11 @@ from ..models import (
     SummaryBundle,
     ToolOutputs,
 )
-from ..naming import reference_line, short_artifact_name
+from ..naming import markdown_code, reference_line, short_artifact_name
 from ..store.artifacts import ArtifactReader
 from ..tools import Toolbox, ToolError
 from ..tools.artifact_tools import artifact_tools
+from ..untrusted import data_marker, spotlight, without_address
 from .citations import locate, verify_citations
 from .cited_sentences import CitedSentences, cite_every_sentence
 from .source_quality import corpus_status, corroborated_claims, listing_results, quality_warnings, score_sources
@@ -170,8 +171,10 @@ def _gap_text(gap: Any) -> str:
     return str(gap)
 
 
-def _working_memory(text: str) -> dict[str, str]:
-    return {"role": "user", "content": "Working memory:\n" + (text or "(empty)")}
+def _working_memory(ctx: ResearchContext, text: str) -> dict[str, str]:
+    """The memory as one data block (core/untrusted.py): it was drawn from untrusted text."""
+    memory = spotlight(text or "(empty)", data_marker(ctx.partition_key))
+    return {"role": "user", "content": "Working memory:\n" + memory}
 
 
 def _brief(body: str, limit: int = PREVIOUS_CHARS) -> str:
@@ -234,7 +237,9 @@ def artifact_lookups(
             {
                 "role": "tool",
                 "tool_call_id": call_id,
-                "content": json.dumps(content, ensure_ascii=False)[:MAX_LOOKUP_CHARS],
+                "content": spotlight(
+                    json.dumps(content, ensure_ascii=False)[:MAX_LOOKUP_CHARS], data_marker(ctx.partition_key)
+                ),
             }
         )
     ctx.log(f"reporter looked up {len(calls)} artifact(s)")
@@ -256,7 +261,15 @@ def pipeline_notes(
         notes.append(f"Research may be incomplete: {outputs.stop_reason}.")
     if outputs.stop_reason.startswith("budget"):
         notes.append("The budget stopped the research; this report is written from what was gathered.")
-    not_useful = len(bundle.summaries) - len(bundle.working_memory)
+    suspects = list(dict.fromkeys(src for c in outputs.calls for src in c.suspected_injection))
+    if suspects:
+        names = ", ".join(markdown_code(src) for src in suspects)
+        notes.append(
+            f"Suspected prompt injection: {names} held text addressed to the model (instructions, role tags or "
+            "tool calls). It was not followed, and nothing from these sources is used in this report."
+        )
+    set_aside = sum(1 for s in bundle.summaries if s.suspected_injection)
+    not_useful = len(bundle.summaries) - len(bundle.working_memory) - set_aside
     if not_useful:
         notes.append(
             f"{not_useful} tool call(s) were judged not useful; their raw outputs stay in the artifact folder."
@@ -314,7 +327,7 @@ def _sections(
             "reporter",
             [
                 *head,
-                _working_memory(_memory_text(entries, raw, compact=True)),
+                _working_memory(ctx, _memory_text(entries, raw, compact=True)),
                 *lookups,
                 {"role": "user", "content": render("reporter_outline", sections=", ".join(headings))},
             ],
@@ -350,7 +363,7 @@ def _sections(
                 "reporter",
                 [
                     *head,
-                    _working_memory(memory),
+                    _working_memory(ctx, memory),
                     *(lookups if heading in CITED else []),
                     {"role": "user", "content": ask},
                 ],
@@ -403,7 +416,7 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
     # The stable prefix of every reporter call (system prompt, question, plan); each call adds
     # its own share of the working memory after it.
     head: list[dict[str, Any]] = [
-        {"role": "system", "content": render("reporter", today=ctx.today)},
+        {"role": "system", "content": render("reporter", today=ctx.today, data_marker=data_marker(ctx.partition_key))},
         {"role": "user", "content": f"Question: {ctx.question}\n\n{plan_brief(plan, outputs.followup_steps)}"},
     ]
     if outputs.direct_answer:
@@ -413,7 +426,7 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
                 "reporter",
                 [
                     *head,
-                    _working_memory(_memory_text(entries, raw)),
+                    _working_memory(ctx, _memory_text(entries, raw)),
                     {"role": "user", "content": render("reporter_direct")},
                 ],
                 {**payload, "phase": "direct"},
@@ -432,7 +445,7 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
     else:
         # The lookup decides from the summaries alone (no extraction bullets) what to check.
         lookups = artifact_lookups(
-            ctx, plan, [*head, _working_memory(_memory_text(entries, raw, compact=True))], payload
+            ctx, plan, [*head, _working_memory(ctx, _memory_text(entries, raw, compact=True))], payload
         )
         by_n: dict[int, list[dict[str, Any]]] = {}
         for e in entries:
@@ -445,6 +458,7 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
             ctx, head, payload, cites, entries=entries, raw=raw, lookups=lookups
         )
     fallbacks = fallback_counts(ctx, bundle, outputs, reporter_fallbacks)
+    body = without_address(body)  # an instruction a model read and repeated is never in a section
     body = insert_notes(body, pipeline_notes(outputs, bundle, warnings, fallbacks))
     entries_by_n: dict[int, list[dict[str, Any]]] = {}
     for e in entries:
@@ -525,7 +539,7 @@ def _rewriter(
             return call_structured(
                 ctx,
                 "reporter",
-                [*head, _working_memory(_memory_text(source, raw)), {"role": "user", "content": ask}],
+                [*head, _working_memory(ctx, _memory_text(source, raw)), {"role": "user", "content": ask}],
                 {**payload, "phase": "rewrite", "section": section, "sentence": sentence, "source": source},
                 SECTION,
                 artifact="report.md",

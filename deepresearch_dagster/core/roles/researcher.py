@@ -32,9 +32,11 @@ from ..tools import Toolbox, ToolResult
 from ..tools.artifact_tools import artifact_tools
 from ..tools.local_search import corpus_tools, open_corpus
 from ..tools.web_tools import fetch_tool, search_tool
+from ..untrusted import data_marker, set_aside, spotlight, suspected_sources
 from ..web.search import FallbackSearch, providers_from_settings
 from .compressor import StepContext, compress
 from .critic import CriticRound, critique, followup_steps
+from .provenance import Provenance
 from .retrieval import close_ranked, rank_results, run_concurrently
 
 # Tools that read one source, with the argument naming it (for "already read" bookkeeping).
@@ -72,6 +74,7 @@ class ResearchState:
     # compressed away for that step, so a later step may read their passages again.
     long_reads: set[str] = field(default_factory=set)
     memory: list[dict[str, Any]] = field(default_factory=list)  # injected summaries + step/source
+    provenance: Provenance = field(default_factory=Provenance)  # URLs the team may fetch
 
     @property
     def sources(self) -> set[str]:
@@ -98,6 +101,7 @@ def _store_call(
     error: str | None,
     latency_ms: float,
     cached: bool,
+    tainted: bool = False,
 ) -> tuple[ToolCallRecord, str]:
     run.ordinals[request.name] += 1
     seq = len(run.calls) + 1
@@ -125,6 +129,8 @@ def _store_call(
         status="error" if error else "ok",
         error=error,
         cached=cached,
+        tainted=tainted,
+        suspected_injection=[] if error else suspected_sources(stored.text, result.kind, result.source),
     )
     ctx.lineage.record_tool_call(ctx.partition_key, ctx.run_id, record)
     run.calls.append({"tool": request.name, "arguments": request.arguments})
@@ -138,9 +144,12 @@ def run_calls(
     run: StepRun,
     state: ResearchState,
     requests: list[ToolCallRequest],
+    tainted: bool = False,
 ) -> list[tuple[ToolCallRecord, str]]:
     """Execute calls (uncached ones concurrently), then offload, record, compress and inject
-    each in request order. Raises BudgetExceeded after storing what was within the budget."""
+    each in request order. A call without provenance is not executed: it is stored as a failed
+    call with the reason. ``tainted``: the calls were proposed by a model that had read tool
+    output. Raises BudgetExceeded after storing what was within the budget."""
     cache = ToolCache(ctx.lineage, ctx.settings.artifacts_path, ctx.settings.tool_cache_ttl_s)
     ctx.check_interrupt()
     reservations, over_budget = [], None
@@ -151,22 +160,31 @@ def run_calls(
             over_budget = exc
             break
     requests = requests[: len(reservations)]
+    refused = [state.provenance.refusal(r.name, r.arguments) for r in requests]
     with ctx.lineage.session():
         cached = [
-            cache.get(r.name, r.arguments) if (t := toolbox.tools.get(r.name)) and t.cacheable else None
-            for r in requests
+            cache.get(r.name, r.arguments) if (t := toolbox.tools.get(r.name)) and t.cacheable and not no else None
+            for r, no in zip(requests, refused, strict=True)
         ]
-    pending = [r for r, c in zip(requests, cached, strict=True) if c is None]
+    pending = [r for r, c, no in zip(requests, cached, refused, strict=True) if c is None and not no]
     executed = iter(run_concurrently(toolbox, pending, ctx.settings.fanout_concurrency))
     stored: list[tuple[ToolCallRecord, str]] = []
-    for request, hit, reservation in zip(requests, cached, reservations, strict=True):
-        result, error, latency = (hit, None, 0.0) if hit is not None else next(executed)
+    for request, hit, reservation, refusal in zip(requests, cached, reservations, refused, strict=True):
+        if refusal:
+            result, error, latency = None, refusal, 0.0
+            ctx.log(f"  {request.name} {refusal}")
+        else:
+            result, error, latency = (hit, None, 0.0) if hit is not None else next(executed)
         if result is None:
             result = ToolResult(content={"error": error, "tool": request.name}, kind="json")
         ctx.budget.settle(reservation, tool_calls=1)
         # One short connection per call: other processes can write between calls.
         with ctx.lineage.session():
-            record, raw_text = _store_call(ctx, plan, run, request, result, error, latency, hit is not None)
+            record, raw_text = _store_call(
+                ctx, plan, run, request, result, error, latency, hit is not None, tainted
+            )
+            if error is None:
+                state.provenance.learn(request.name, result.content, result.links, result.source)
             tool = toolbox.tools.get(request.name)
             if tool and tool.cacheable and error is None and hit is None:
                 cache.put(record, result)
@@ -177,6 +195,12 @@ def run_calls(
                 raw_text,
                 result.kind,
             )
+            # A source suspected now or earlier leaves working memory, also where it entered before.
+            set_aside([*state.summaries, summary])
+            if summary.suspects:
+                flagged = {s.artifact_file for s in state.summaries if s.suspected_injection}
+                for memory in (state.memory, run.memory):
+                    memory[:] = [m for m in memory if m["artifact_file"] not in flagged]
             ctx.lineage.record_tool_summary(ctx.partition_key, summary)
         _absorb(ctx, run, state, request, record, raw_text, summary)
         stored.append((record, raw_text))
@@ -197,9 +221,9 @@ def _absorb(
     state.calls.append(record)
     state.summaries.append(summary)
     injected = summary.injected
-    verdict = "not useful"
-    if summary.raw_context:
-        run.messages.append({"role": "assistant", "content": raw_text})
+    verdict = "set aside: suspected prompt injection" if summary.suspected_injection else "not useful"
+    if summary.raw_context and not summary.suspected_injection:
+        run.messages.append({"role": "assistant", "content": spotlight(raw_text, data_marker(ctx.partition_key))})
         verdict = f"raw context, {summary.injected_tokens:,} tokens injected"
     elif injected is not None:
         run.messages.append(injected.to_message())
@@ -290,7 +314,10 @@ def execute_step(
     run = StepRun(
         step,
         [
-            {"role": "system", "content": render("researcher", today=ctx.today)},
+            {
+                "role": "system",
+                "content": render("researcher", today=ctx.today, data_marker=data_marker(ctx.partition_key)),
+            },
             {
                 "role": "user",
                 "content": render(
@@ -372,7 +399,8 @@ def _researcher_phase(
         new = [c for c in completion.tool_calls if (c.name, c.arguments) not in made]
         if not new:
             return
-        run_calls(ctx, plan, toolbox, run, state, new[: cap - len(run.calls)])
+        # Past the step's opening prompt, the conversation holds what tools returned: untrusted.
+        run_calls(ctx, plan, toolbox, run, state, new[: cap - len(run.calls)], tainted=len(run.messages) > 2)
 
 
 def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
@@ -380,7 +408,7 @@ def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
     never changed)."""
     ctx.lineage.clear_research_calls(ctx.partition_key)
     toolbox = build_toolbox(ctx, plan.plan_title)
-    state = ResearchState()
+    state = ResearchState(provenance=Provenance.of_question(ctx.question))
     rounds: list[CriticRound] = []
     followups: list[PlanStep] = []
     stop_reason, complete = "complete", True

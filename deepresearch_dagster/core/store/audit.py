@@ -111,6 +111,9 @@ class ResearchAudit(BaseModel):
     tools: list[dict[str, Any]]
     failures: list[dict[str, Any]]
     totals: dict[str, Any]
+    # Calls a model proposed after reading tool output, and outputs holding text addressed to the
+    # model (core/untrusted.py): the sources named were kept out of working memory and the report.
+    untrusted: list[dict[str, Any]] = []
 
 
 class Metrics(BaseModel):
@@ -218,6 +221,13 @@ def _audit_research(
             lineage.query("SELECT * FROM tool_call_failures WHERE partition_key = ? ORDER BY call_id", key)
         ),
         totals=_plain(totals)[0] if totals else {},
+        untrusted=_plain(
+            lineage.query(
+                "SELECT call_id, tool, arguments, status, tainted, suspected_injection FROM tool_calls "
+                "WHERE partition_key = ? AND (tainted OR suspected_injection IS NOT NULL) ORDER BY step_id, seq",
+                key,
+            )
+        ),
     )
 
 

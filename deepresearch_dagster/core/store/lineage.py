@@ -531,7 +531,8 @@ class LineageStore:
         self._exec(
             "INSERT OR REPLACE INTO tool_calls (partition_key, call_id, run_id, step_id, seq, tool, "
             "arguments, artifact_file, artifact_path, bytes, sha256, raw_tokens, latency_ms, status, "
-            "error, source, cached) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "error, source, cached, tainted, suspected_injection) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 partition_key,
                 rec.call_id,
@@ -550,21 +551,35 @@ class LineageStore:
                 redact(rec.error) if rec.error else None,
                 rec.source,
                 rec.cached,
+                rec.tainted,
+                json.dumps(rec.suspected_injection) if rec.suspected_injection else None,
             ],
         )
 
-    def put_tool_cache(self, key: str, rec: ToolCallRecord, kind: str, arguments: dict[str, Any]) -> None:
+    def put_tool_cache(
+        self, key: str, rec: ToolCallRecord, kind: str, arguments: dict[str, Any], links: list[str] | None = None
+    ) -> None:
         self._exec(
             "INSERT OR REPLACE INTO tool_cache (cache_key, tool, arguments, artifact_path, sha256, kind, source, "
-            "source_title) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [key, rec.tool, json.dumps(arguments), rec.artifact_path, rec.sha256, kind, rec.source, rec.source_title],
+            "source_title, links) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                key,
+                rec.tool,
+                json.dumps(arguments),
+                rec.artifact_path,
+                rec.sha256,
+                kind,
+                rec.source,
+                rec.source_title,
+                json.dumps(links) if links else None,
+            ],
         )
 
     def tool_cache_lookup(self, cache_key: str, ttl_s: float) -> dict[str, Any] | None:
-        """The cached tool result (artifact_path, sha256, kind, source, source_title) if it is
+        """The cached tool result (artifact_path, sha256, kind, source, source_title, links) if it is
         younger than ``ttl_s`` seconds."""
         rows = self.query(
-            "SELECT artifact_path, sha256, kind, source, source_title FROM tool_cache WHERE cache_key = ? "
+            "SELECT artifact_path, sha256, kind, source, source_title, links FROM tool_cache WHERE cache_key = ? "
             "AND created_at >= current_timestamp - to_seconds(?)",
             [cache_key, float(ttl_s)],
         )

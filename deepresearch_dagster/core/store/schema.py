@@ -112,6 +112,16 @@ ALTER TABLE summaries ADD COLUMN IF NOT EXISTS dropped INTEGER DEFAULT 0;
 """
 
 
+# Version 9: untrusted text (core/untrusted.py, roles/provenance.py): a call a model proposed after
+# tool output entered its conversation, the sources of an output whose text addresses the model
+# (a JSON list; NULL when none), and a cached page's links (provenance for what it links to).
+UNTRUSTED_SQL = """
+ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS tainted BOOLEAN DEFAULT false;
+ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS suspected_injection JSON;
+ALTER TABLE tool_cache ADD COLUMN IF NOT EXISTS links JSON;
+"""
+
+
 def _seed_prices(conn: duckdb.DuckDBPyConnection) -> None:
     if conn.execute("SELECT count(*) FROM model_prices").fetchone()[0] == 0:
         conn.executemany(
@@ -152,6 +162,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "payload JSON NOT NULL, computed_at TIMESTAMP DEFAULT current_timestamp);",
     ),
     Migration(8, "compressions and summaries: grounded, dropped", GROUNDING_SQL),
+    Migration(9, "tool_calls: tainted, suspected_injection; tool_cache.links", UNTRUSTED_SQL),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -56,9 +56,19 @@ class ToolCache:
             return None  # a file overwritten or removed since it was cached is a miss, never stale data
         text = data.decode("utf-8")
         content = json.loads(text) if row["kind"] == "json" else text
-        return ToolResult(content=content, kind=row["kind"], source=row["source"], source_title=row["source_title"])
+        return ToolResult(
+            content=content,
+            kind=row["kind"],
+            source=row["source"],
+            source_title=row["source_title"],
+            links=json.loads(row["links"]) if row["links"] else [],  # a page's links: provenance on a hit too
+        )
 
     def put(self, record: ToolCallRecord, result: ToolResult) -> None:
         self.lineage.put_tool_cache(
-            tool_cache_key(record.tool, record.arguments), record, result.kind, normalized_arguments(record.arguments)
+            tool_cache_key(record.tool, record.arguments),
+            record,
+            result.kind,
+            normalized_arguments(record.arguments),
+            result.links,
         )

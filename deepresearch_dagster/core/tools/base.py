@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from ..errors import ToolError
 
@@ -18,6 +18,8 @@ class ToolResult(BaseModel):
     kind: Literal["json", "text"]
     source: str | None = None
     source_title: str | None = None
+    # A fetched page's link targets: provenance for later fetches (roles/provenance.py), not stored.
+    links: list[str] = Field(default_factory=list, exclude=True)
 
     @property
     def ext(self) -> str:

@@ -50,6 +50,7 @@ def fetch_tool(policy: FetchPolicy) -> Tool:
             kind="text",
             source=normalize_url(page.final_url),
             source_title=page.title,
+            links=page.links,
         )
 
     return Tool("fetch_url", "Read a web page or PDF (main text only).", FetchUrlArgs, run, cacheable=True)

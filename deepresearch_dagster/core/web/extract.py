@@ -27,6 +27,7 @@ import io
 import re
 from collections import Counter
 from html import unescape
+from urllib.parse import urljoin
 
 import lxml.html
 import trafilatura
@@ -207,6 +208,27 @@ def html_visible_text(html: str) -> str:
     """All visible text of an HTML fragment (scripts and styles dropped)."""
     tree = _parse(html)
     return "" if tree is None else _visible_text(tree)
+
+
+MAX_LINKS = 1000  # a page's links kept for provenance (roles/provenance.py); the rest are not followable
+
+
+def html_links(html: str, base_url: str) -> list[str]:
+    """The absolute http(s) targets of a page's ``<a href>`` links, in document order, once each."""
+    tree = _parse(html)
+    if tree is None:
+        return []
+    found: dict[str, None] = {}
+    for href in tree.xpath("//a/@href"):
+        try:
+            url = urljoin(base_url, str(href).strip())
+        except ValueError:  # a malformed address (unbalanced IPv6 bracket): not a link
+            continue
+        if url.lower().startswith(("http://", "https://")):
+            found.setdefault(url, None)
+            if len(found) >= MAX_LINKS:
+                break
+    return list(found)
 
 
 def html_to_text(html: str) -> tuple[str, str]:

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, Field
 
-from deepresearch_dagster.core.web.extract import extract_html, extract_pdf
+from deepresearch_dagster.core.web.extract import extract_html, extract_pdf, html_links
 
 from ..errors import FetchError, UnsafeURLError
 from .deadline import deadline, deadline_client, expired, remaining
@@ -64,6 +64,7 @@ class FetchedPage(BaseModel):
     bytes: int  # body bytes read (at most max_bytes)
     truncated: bool  # the body was longer than max_bytes
     redirects: list[str]  # every URL we were redirected to, in order; the last one is final_url
+    links: list[str] = []  # an HTML page's absolute link targets (provenance for later fetches)
 
 
 @dataclass(frozen=True)
@@ -493,6 +494,7 @@ def fetch_url(url: str, policy: FetchPolicy | None = None, client: httpx.Client 
         raise FetchError(f"HTTP {status} {response.reason_phrase} for {final_url}")
     media = _media_type(response) or _sniff(body)
     title, text = _extract(media, body, response, final_url)
+    links = html_links(_decode(body, response, sniff_meta=True), final_url) if media in _HTML_TYPES else []
     return FetchedPage(
         url=url,
         final_url=final_url,
@@ -503,6 +505,7 @@ def fetch_url(url: str, policy: FetchPolicy | None = None, client: httpx.Client 
         bytes=len(body),
         truncated=truncated,
         redirects=redirects,
+        links=links,
     )
 
 

@@ -288,7 +288,14 @@ PROMPTS = {
     "critic": ("critic", {"today": "2026-11-22"}, "critic"),
     "compressor": (
         "compressor",
-        {"today": "2026-11-22", "plan_title": "P", "step_title": "S", "step_description": "D", "tool_name": "T"},
+        {
+            "today": "2026-11-22",
+            "plan_title": "P",
+            "step_title": "S",
+            "step_description": "D",
+            "tool_name": "T",
+            "data_marker": "DATA-0",
+        },
         "compressor",
     ),
     "reporter_outline": ("reporter_outline", {"sections": "A, B"}, "reporter.outline"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -89,9 +90,14 @@ def test_database_of_the_first_release_is_migrated_and_written(tmp_path):
     assert _versions(path) == ALL_VERSIONS
     with duckdb.connect(str(path), read_only=True) as conn:
         tool_cols = [c for c, _ in _columns(conn, "tool_calls")]
-        assert tool_cols[-1] == "cached" and "wait_s" in dict(_columns(conn, "llm_calls"))
-        calls = dict(conn.execute("SELECT call_id, cached FROM tool_calls ORDER BY call_id").fetchall())
-        assert calls == {"1.1": False, "2.1": False, "3.1": True}  # old rows get the column's default
+        assert tool_cols[-3:] == ["cached", "tainted", "suspected_injection"]
+        assert "wait_s" in dict(_columns(conn, "llm_calls"))
+        calls = {
+            row[0]: row[1:]
+            for row in conn.execute("SELECT call_id, cached, tainted, suspected_injection FROM tool_calls").fetchall()
+        }
+        # Old rows get the columns' defaults.
+        assert calls == {"1.1": (False, False, None), "2.1": (False, False, None), "3.1": (True, False, None)}
         waits = conn.execute("SELECT partition_key, role, wait_s FROM llm_calls ORDER BY id").fetchall()
         assert waits == [("old-research", "planner", 0.0), ("new-research", "reporter", 1.5)]
         assert conn.execute("SELECT count(*) FROM model_prices").fetchone()[0] > 0
@@ -110,6 +116,9 @@ def test_database_of_the_first_release_is_migrated_and_written(tmp_path):
     assert lineage.tool_call_ids("old-research") == {"1.1", "2.1"}
     assert lineage.tool_call_hashes("new-research") == {"3.1-fetch_url.txt": "cc"}
     assert lineage.tool_cache_lookup("k1", 3600)["sha256"] == "cc"
+    assert lineage.tool_cache_lookup("k1", 3600)["links"] is None
+    lineage.put_tool_cache("k2", _record(), "text", {"url": "https://example.org/a"}, ["https://example.org/b"])
+    assert json.loads(lineage.tool_cache_lookup("k2", 3600)["links"]) == ["https://example.org/b"]
     assert lineage.latest_budget("new-research", "research_report") == {"tool_calls": {"spent": 1.0, "cap": 10.0}}
     assert [r["partition_key"] for r in lineage.list_researches()] == ["old-research", "new-research"]
     usage = lineage.query("SELECT * FROM llm_usage_by_research WHERE partition_key = 'new-research'")
