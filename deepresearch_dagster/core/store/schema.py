@@ -152,6 +152,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         "payload JSON NOT NULL, computed_at TIMESTAMP DEFAULT current_timestamp);",
     ),
     Migration(8, "compressions and summaries: grounded, dropped", GROUNDING_SQL),
+    # Every critique, revision and draft of a report (core/roles/revision.py), per research.
+    Migration(
+        9,
+        "report_revisions",
+        "CREATE TABLE IF NOT EXISTS report_revisions (partition_key VARCHAR, draft INTEGER, round INTEGER, "
+        "stage VARCHAR, issues INTEGER, counts JSON, artifact VARCHAR, accepted BOOLEAN);",
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
