@@ -19,9 +19,9 @@ from .naming import plan_folder, slugify
 from .roles.changes import add_what_changed
 from .roles.compressor import StepContext, cache_key, compress
 from .roles.coordinator import route
+from .roles.drafts import write_drafts
 from .roles.planner import make_plan
 from .roles.researcher import execute_plan
-from .roles.revision import write_drafts
 from .store.artifacts import CORPUS_CACHE, ArtifactStore, remove_stale_temps
 from .store.lineage import LineageStore
 from .store.partition_lock import partition_lock

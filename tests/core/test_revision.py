@@ -14,7 +14,9 @@ from deepresearch_dagster.core.config import ResearchSettings
 from deepresearch_dagster.core.evaluation.score import read_report, uncited
 from deepresearch_dagster.core.heuristics.report_critique import critique_report, faults
 from deepresearch_dagster.core.pipeline import run_research
-from deepresearch_dagster.core.roles.revision import revise_report
+from deepresearch_dagster.core.roles.citations import verify_citations
+from deepresearch_dagster.core.roles.reporter import one_number_each
+from deepresearch_dagster.core.roles.revision import Evidence, revise_report
 
 NOLAN = (
     "Christopher Edward Nolan (born 30 July 1970) is an English-American film director. "
@@ -62,6 +64,11 @@ PLAN = {
     ],
 }
 PAYLOAD = {"question": QUESTION, "plan": PLAN, "sources": [e for n in ENTRIES for e in ENTRIES[n]]}
+EVIDENCE = Evidence(
+    entries=PAYLOAD["sources"],
+    verify=lambda text: verify_citations(one_number_each(text), ENTRIES, RAW),
+    memory=lambda sources: {"role": "user", "content": "Working memory:"},
+)
 FAULTY = """## Executive summary
 
 **Who is Christopher Nolan?** Christopher Edward Nolan (born 30 July 1970) is an English-American film director. [1]
@@ -98,7 +105,7 @@ def test_the_critique_names_each_fault_and_its_section():
 
 def test_the_revision_removes_every_fault(make_context):
     ctx = make_context()
-    revised = revise_report(ctx, FAULTY, [], PAYLOAD, ENTRIES, RAW, head=[], draft=1)
+    revised = revise_report(ctx, FAULTY, [], PAYLOAD, EVIDENCE, head=[], draft=1)
     assert revised.before.total == 4
     assert revised.after.issues == []
     text = revised.markdown
@@ -119,7 +126,7 @@ def test_the_revision_removes_every_fault(make_context):
 
 def test_no_revision_rounds_leaves_the_report_as_written(make_context):
     ctx = make_context(revisions=0)
-    revised = revise_report(ctx, FAULTY, [], PAYLOAD, ENTRIES, RAW, head=[], draft=1)
+    revised = revise_report(ctx, FAULTY, [], PAYLOAD, EVIDENCE, head=[], draft=1)
     assert revised.markdown == FAULTY and revised.after == revised.before
 
 
@@ -131,7 +138,7 @@ def test_a_revision_that_makes_the_critique_worse_is_discarded(make_context, mon
     monkeypatch.setattr(
         revision, "_revise_once", lambda *a, **k: (worse.replace("## Limitations", "## Key findings"), [])
     )
-    revised = revise_report(ctx, FAULTY, [], PAYLOAD, ENTRIES, RAW, head=[], draft=1)
+    revised = revise_report(ctx, FAULTY, [], PAYLOAD, EVIDENCE, head=[], draft=1)
     assert revised.markdown == FAULTY
     assert revised.rounds[-1]["accepted"] is False
 

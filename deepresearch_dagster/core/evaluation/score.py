@@ -12,7 +12,9 @@ conversation) and the lineage rows already hold everything a figure needs.
 - ``answer_in_raw``: in any raw tool output (retrieval alone);
 - ``facts_found``: gold facts in the report body (before the references);
 - ``stale``: stale figures stated in a report line that does not mark them as older;
-- ``uncited_sentences``: sentences of the executive summary and key findings without ``[n]``.
+- ``uncited_sentences``: sentences of the executive summary and key findings without ``[n]``;
+- ``contradictions``, ``duplicated_sentences``: sentences denying what another section states with
+  a citation, and sentences stated twice (``heuristics/report_critique.py``: the report's critique).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ..heuristics.report_critique import faults
 from ..naming import plan_folder
 from ..roles.cited_sentences import CITATION, citations_before_end
 from ..text import split_sentences
@@ -66,6 +69,8 @@ class ItemScore(BaseModel):
     verified_citations: int = 0
     removed_citations: int = 0
     uncited_sentences: int = 0
+    contradictions: int = 0
+    duplicated_sentences: int = 0
     tokens: int = 0
     tokens_by_role: dict[str, dict[str, int]] = Field(default_factory=dict)
     dollars: float | None = None
@@ -200,6 +205,7 @@ def score_item(
         verified_citations=int(report.get("verified_citations", 0)),
         removed_citations=int(report.get("unverified_citations", 0)),
         uncited_sentences=len(uncited(parts)),
+        **faults(markdown),
         injected_tokens=injected,
         fallbacks={k: int(v) for k, v in (report.get("fallbacks") or {}).items() if v},
         prompt_versions={"compressor": bundle.get("prompt_version", "")},

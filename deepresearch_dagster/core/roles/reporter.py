@@ -46,6 +46,7 @@ from ..tools import Toolbox, ToolError
 from ..tools.artifact_tools import artifact_tools
 from .citations import locate, verify_citations
 from .cited_sentences import CitedSentences, cite_every_sentence
+from .revision import Evidence, revise_report
 from .source_quality import corpus_status, corroborated_claims, listing_results, quality_warnings, score_sources
 
 # A looked-up artifact slice enters the reporter's context; keep it bounded.
@@ -383,8 +384,6 @@ def _sections(
 def write_report(
     ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle, outputs: ToolOutputs, draft: int = 1
 ) -> Report:
-    from .revision import revise_report  # revision builds on this module
-
     entries = number_sources(bundle)
     sourced = [e for e in entries if e["source"]]
     raws = _raw_texts(ctx, outputs)
@@ -463,7 +462,12 @@ def write_report(
     body, checks = cited.markdown, [*checks, *cited.checks]
     body = reconcile_corroboration(body)  # "two or more sources" counts verified citations only
     # A second reading: the critique, and the sections it names revised (roles/revision.py).
-    revised = revise_report(ctx, body, checks, payload, entries_by_n, raws, head, draft)
+    evidence = Evidence(
+        entries=entries,
+        verify=lambda text: verify_citations(one_number_each(text), entries_by_n, raws),
+        memory=lambda sources: _working_memory(_memory_text(sources, raw)),
+    )
+    revised = revise_report(ctx, body, checks, payload, evidence, head, draft)
     body, checks = revised.markdown, revised.checks
     unverified = [c for c in checks if not c.verified]
     if unverified:

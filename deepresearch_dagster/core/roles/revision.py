@@ -10,27 +10,23 @@ the executive summary and key findings cited) or the deterministic revision stan
 the issues left after it are fixed deterministically. The loop stops when the critique is clean
 or after ``revisions`` rounds; a round that makes the critique worse is discarded.
 
-``--drafts N`` writes N reports (the reporter's temperature raised per draft; the offline engine
-writes the same report each time and says so) and the judge picks one by verified-claim share,
-answered parts and length; every draft is kept under ``report_drafts/`` with its score, every
-critique under ``report_critique/`` and every revision under ``report_revision/``, each a row of
-the ``report_revisions`` lineage table.
+Every critique is kept under ``report_critique/`` and every revision under ``report_revision/``,
+each a row of the ``report_revisions`` lineage table (written by ``drafts.py``).
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from ..context import ResearchContext
-from ..errors import MODEL_FAILURES, BudgetExceeded, CredentialsError
-from ..heuristics.report import parts_of
+from ..errors import MODEL_FAILURES, CredentialsError
 from ..heuristics.report_critique import (
-    CLAIM_SECTIONS,
+    CITATION,
     MUST_CITE,
     ReportCritique,
     ReportIssue,
@@ -42,20 +38,22 @@ from ..heuristics.report_critique import (
 from ..llm.contracts import SECTION, generic_contract
 from ..llm.prompts import render
 from ..llm.structured import call_structured, record_fallback
-from ..models import Report, ResearchPlan, SummaryBundle, ToolOutputs
-from .citations import CitationCheck, verify_citations
-from .reporter import _memory_text, _working_memory, one_number_each, record_citations, write_report
+from .citations import CitationCheck
 
-__all__ = ["REPORT_CRITIQUE", "Revised", "critique", "judge", "revise_report", "write_drafts"]
+__all__ = ["REPORT_CRITIQUE", "Evidence", "Revised", "critique", "critique_markdown", "revise_report"]
 
 REPORT_CRITIQUE = generic_contract(ReportCritique)
-# The reporter's temperature rises by this much per draft after the first (a model's drafts differ).
-DRAFT_TEMPERATURE_STEP = 0.3
-MAX_DRAFT_TEMPERATURE = 1.2
-# The judge's weights: verified-claim share, answered parts, brevity (shortest draft / this one).
-JUDGE_WEIGHTS = (0.5, 0.4, 0.1)
 REVISIONS_TABLE = "report_revisions"
-_CITATION = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the revision needs of the reporter: the numbered sources, its citation verification
+    (text → verified text and checks) and the working-memory message of some sources."""
+
+    entries: list[dict[str, Any]]
+    verify: Callable[[str], tuple[str, list[CitationCheck]]]
+    memory: Callable[[list[dict[str, Any]]], dict[str, Any]]
 
 
 class Revised(BaseModel):
@@ -88,9 +86,7 @@ def critique(ctx: ResearchContext, markdown: str, payload: dict[str, Any], artif
         answer = call_structured(
             ctx, "critic", messages, {**payload, "phase": "report", "report": markdown}, REPORT_CRITIQUE, artifact
         )
-    except BudgetExceeded:
-        raise
-    except MODEL_FAILURES as exc:
+    except MODEL_FAILURES as exc:  # a spent budget too: the report is still critiqued and revised
         ctx.log(f"report critique by the deterministic checks only: {exc}")
         record_fallback(ctx, "critic", artifact, exc)
         return found
@@ -132,20 +128,20 @@ def _section_sources(body: str, issues: list[ReportIssue], entries: list[dict[st
     a part of the question it leaves unanswered."""
     if any(i.kind == "unanswered" for i in issues):
         return entries
-    cited = {int(n) for m in _CITATION.findall(body) for n in re.findall(r"\d+", m)}
+    cited = {int(n) for m in CITATION.findall(body) for n in re.findall(r"\d+", m)}
     return [e for e in entries if e["n"] in cited]
 
 
-def _verifies(heading: str, text: str, entries_by_n: dict[int, list[dict[str, Any]]], raws: dict[str, str]) -> bool:
+def _verifies(heading: str, text: str, evidence: Evidence) -> bool:
     """A revised section verifies like the first text: every citation verified, and every sentence
     of a section that must cite carries one."""
-    _, checks = verify_citations(one_number_each(text), entries_by_n, raws)
+    _, checks = evidence.verify(text)
     if not all(c.verified for c in checks):
         return False
     if heading.lower() not in MUST_CITE:
         return True
     lines = [line for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
-    return bool(lines) and all(_CITATION.search(u) for line in lines for u in units(re.sub(r"\*\*[^*]+\*\*", "", line)))
+    return bool(lines) and all(CITATION.search(u) for line in lines for u in units(re.sub(r"\*\*[^*]+\*\*", "", line)))
 
 
 def _model_section(
@@ -156,6 +152,7 @@ def _model_section(
     issues: list[ReportIssue],
     payload: dict[str, Any],
     sources: list[dict[str, Any]],
+    evidence: Evidence,
     artifact: str,
 ) -> str | None:
     listed = "\n".join(
@@ -166,7 +163,7 @@ def _model_section(
         return call_structured(
             ctx,
             "reporter",
-            [*head, _working_memory(_memory_text(sources)), {"role": "user", "content": ask}],
+            [*head, evidence.memory(sources), {"role": "user", "content": ask}],
             {
                 **payload,
                 "phase": "revise",
@@ -178,7 +175,7 @@ def _model_section(
             artifact=artifact,
         ).markdown
     except MODEL_FAILURES as exc:
-        if isinstance(exc, (CredentialsError, BudgetExceeded)):
+        if isinstance(exc, CredentialsError):
             raise
         ctx.log(f"section '{heading}' revised deterministically: {exc}")
         record_fallback(ctx, "reporter", artifact, exc)
@@ -190,9 +187,7 @@ def _revise_once(
     markdown: str,
     found: ReportCritique,
     payload: dict[str, Any],
-    entries: list[dict[str, Any]],
-    entries_by_n: dict[int, list[dict[str, Any]]],
-    raws: dict[str, str],
+    evidence: Evidence,
     head: list[dict[str, Any]],
     artifact: str,
 ) -> tuple[str, list[str]]:
@@ -205,9 +200,9 @@ def _revise_once(
         if heading not in named:
             continue
         issues = [i for i in found.issues if i.section == heading]
-        sources = _section_sources(body, issues, entries)
-        text = _model_section(ctx, head, heading, body, issues, payload, sources, artifact)
-        if text is not None and text.strip() and _verifies(heading, text, entries_by_n, raws):
+        sources = _section_sources(body, issues, evidence.entries)
+        text = _model_section(ctx, head, heading, body, issues, payload, sources, evidence, artifact)
+        if text is not None and text.strip() and _verifies(heading, text, evidence):
             how.append(f"{heading}: model")
         else:
             text = revise_deterministically(body, heading, issues, payload)
@@ -233,8 +228,7 @@ def revise_report(
     markdown: str,
     checks: list[CitationCheck],
     payload: dict[str, Any],
-    entries_by_n: dict[int, list[dict[str, Any]]],
-    raws: dict[str, str],
+    evidence: Evidence,
     head: list[dict[str, Any]],
     draft: int = 1,
 ) -> Revised:
@@ -242,10 +236,9 @@ def revise_report(
     a round that leaves the critique worse discarded. ``checks`` are the verified text's citation
     checks; the revised text is verified again (the unverified checks of the first text stay:
     their citations were removed before)."""
-    entries = [e for n in sorted(entries_by_n) for e in entries_by_n[n]]
     name = f"draft{draft}"
     before = critique(ctx, markdown, payload, f"report_critique/{name}_round0.json")
-    _write(ctx, f"report_critique/{name}_round0.json", before.model_dump())
+    write_artifact(ctx, f"report_critique/{name}_round0.json", before.model_dump())
     rounds: list[dict[str, Any]] = [_row(draft, 0, "critique", before, f"report_critique/{name}_round0.json", True)]
     current, found = markdown, before
     for r in range(1, ctx.settings.revisions + 1):
@@ -253,10 +246,10 @@ def revise_report(
             break
         ctx.check_interrupt()
         revision_file = f"report_revision/{name}_round{r}.md"
-        revised, how = _revise_once(ctx, current, found, payload, entries, entries_by_n, raws, head, revision_file)
-        _write(ctx, revision_file, revised)
+        revised, how = _revise_once(ctx, current, found, payload, evidence, head, revision_file)
+        write_artifact(ctx, revision_file, revised)
         after = critique(ctx, revised, payload, f"report_critique/{name}_round{r}.json")
-        _write(ctx, f"report_critique/{name}_round{r}.json", after.model_dump())
+        write_artifact(ctx, f"report_critique/{name}_round{r}.json", after.model_dump())
         accepted = after.total <= found.total
         rounds.append({**_row(draft, r, "revision", after, revision_file, accepted), "sections": how})
         if not accepted:
@@ -264,7 +257,7 @@ def revise_report(
             break
         current, found = revised, after
     if current != markdown:
-        current, fresh = verify_citations(one_number_each(current), entries_by_n, raws)
+        current, fresh = evidence.verify(current)
         checks = [*(c for c in checks if not c.verified), *fresh]
     return Revised(markdown=current, checks=checks, before=before, after=found, rounds=rounds)
 
@@ -281,117 +274,30 @@ def _row(draft: int, round_: int, stage: str, found: ReportCritique, artifact: s
     }
 
 
-def _write(ctx: ResearchContext, name: str, value: Any) -> None:
+def write_artifact(ctx: ResearchContext, name: str, value: Any) -> None:
     if isinstance(value, str):
         ctx.store.write_text(name, value)
     else:
         ctx.store.write_json(name, value)
 
 
-# -------------------------------------------------------------------------------------- drafts
-
-
-def judge(report: Report, payload: dict[str, Any]) -> dict[str, Any]:
-    """The deterministic judge's figures for one draft: the share of its claims (sentences of the
-    executive summary, key findings, analysis or answer) that carry a verified citation, the
-    question's parts it answers (the critique's reading), its length in words."""
-    body = report.markdown.split("\n## References", 1)[0]
-    sentences = [s for s in read_sentences(body)[0] if s.section.lower() in CLAIM_SECTIONS]
-    verified = sum(1 for s in sentences if s.cited) / len(sentences) if sentences else 0.0
-    after = ReportCritique.model_validate(report.critique.get("after") or {})
-    parts = len(parts_of(str(payload["question"])))
-    answered = max(0, parts - after.counts()["unanswered"])
-    return {
-        "verified_share": round(verified, 3),
-        "answered_parts": answered,
-        "parts": parts,
-        "words": len(body.split()),
-    }
-
-
-def _pick(scores: list[dict[str, Any]]) -> tuple[int, str]:
-    shortest = min(s["words"] for s in scores) or 1
-    wv, wa, wl = JUDGE_WEIGHTS
-    for s in scores:
-        s["score"] = round(
-            wv * s["verified_share"]
-            + wa * s["answered_parts"] / max(1, s["parts"])
-            + wl * shortest / max(1, s["words"]),
-            4,
+def critique_markdown(critique_: dict[str, Any], drafts: dict[str, Any] | None = None) -> str:
+    """The critique before and after revision as a table (the report asset's metadata), with the
+    rounds and, for several drafts, the judge's choice."""
+    if not critique_:
+        return "No critique was recorded."
+    before, after = critique_["before"]["counts"], critique_["after"]["counts"]
+    lines = ["| issue | before | after |", "|---|---:|---:|"]
+    lines += [f"| {kind} | {before.get(kind, 0)} | {after.get(kind, 0)} |" for kind in before]
+    lines.append(f"| **total** | {sum(before.values())} | {sum(after.values())} |")
+    for r in critique_.get("rounds", [])[1:]:
+        verdict = "kept" if r["accepted"] else "discarded (worse)"
+        lines.append(
+            f"\nRound {r['round']}: {verdict}; sections revised: {', '.join(r.get('sections', [])) or 'none'}."
         )
-    best = max(range(len(scores)), key=lambda k: (scores[k]["score"], -k))
-    b = scores[best]
-    reasons = (
-        f"draft {best + 1} scored highest ({b['score']}): {b['verified_share']:.0%} of its claims cite a verified "
-        f"source, it answers {b['answered_parts']} of {b['parts']} part(s) of the question, {b['words']} words "
-        f"(score = {wv} × verified-claim share + {wa} × answered share + {wl} × shortest length / length; "
-        "ties go to the earlier draft)"
-    )
-    same = [k + 1 for k, s in enumerate(scores) if s.get("identical_to")]
-    if same:
-        reasons += f"; draft(s) {', '.join(map(str, same))} came out identical to an earlier draft"
-    return best, reasons
-
-
-def _at_temperature(engine: Any, temperature: float) -> Any:
-    """The engine with the reporter's sampling temperature changed (a model engine samples at the
-    temperature it was built with; the offline engine has none)."""
-    if not isinstance(getattr(engine, "temperature", None), dict):
-        return engine
-    other = copy.copy(engine)  # the same client and connection pool
-    other.temperature = {**engine.temperature, "reporter": temperature}
-    return other
-
-
-def write_drafts(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle, outputs: ToolOutputs) -> Report:
-    """``settings.drafts`` reports, the judge's choice among them (the others kept with their scores)."""
-    n = ctx.settings.drafts
-    reports: list[Report] = []
-    scores: list[dict[str, Any]] = []
-    base = ctx.settings.role_temperature("reporter")
-    payload = {"question": ctx.question, "plan": plan.with_followups(outputs.followup_steps)}
-    for k in range(n):
-        temperature = min(MAX_DRAFT_TEMPERATURE, base + DRAFT_TEMPERATURE_STEP * k) if k else base
-        settings = ctx.settings.model_copy(
-            update={"role_temperatures": {**ctx.settings.role_temperatures, "reporter": temperature}}
-        )
-        dctx = (
-            dataclasses.replace(ctx, settings=settings, engine=_at_temperature(ctx.engine, temperature)) if k else ctx
-        )
-        report = write_report(dctx, plan, bundle, outputs, draft=k + 1)
-        reports.append(report)
-        figures = {"draft": k + 1, "temperature": temperature, **judge(report, payload)}
-        twin = next((j + 1 for j, r in enumerate(reports[:-1]) if r.markdown == report.markdown), None)
-        if twin:
-            figures["identical_to"] = twin
-        figures["artifact"] = f"report_drafts/draft_{k + 1}.md"
-        scores.append(figures)
-    rows = [r for report in reports for r in report.critique.get("rounds", [])]
-    if n == 1:
-        chosen = reports[0]
-    else:
-        best, reasons = _pick(scores)
-        for k, report in enumerate(reports):
-            _write(ctx, f"report_drafts/draft_{k + 1}.md", report.markdown)
-        _write(ctx, "report_drafts/scores.json", {"chosen": best + 1, "reasons": reasons, "drafts": scores})
-        chosen = reports[best].model_copy(update={"drafts": {"chosen": best + 1, "reasons": reasons, "drafts": scores}})
-        rows += [
-            {
-                "draft": s["draft"],
-                "round": 0,
-                "stage": "draft",
-                "issues": len(reports[s["draft"] - 1].critique.get("after", {}).get("issues", [])),
-                "counts": {"score": s["score"]},
-                "artifact": s["artifact"],
-                "accepted": s["draft"] == best + 1,
-            }
-            for s in scores
-        ]
-        record_citations(ctx, chosen.citations)  # each draft rewrote the table: the chosen one's stand
-    ctx.lineage.replace_rows(
-        REVISIONS_TABLE,
-        ctx.partition_key,
-        ["draft", "round", "stage", "issues", "counts", "artifact", "accepted"],
-        [[r["draft"], r["round"], r["stage"], r["issues"], r["counts"], r["artifact"], r["accepted"]] for r in rows],
-    )
-    return chosen
+    left = critique_["after"].get("issues") or []
+    if left:
+        lines.append("\nLeft after revision:\n\n" + ReportCritique.model_validate(critique_["after"]).markdown())
+    if drafts:
+        lines.append(f"\nDrafts: {drafts['reasons']}.")
+    return "\n".join(lines)
