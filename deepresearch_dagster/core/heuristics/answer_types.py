@@ -10,10 +10,11 @@ and answers nothing. The report ranks the findings that carry the asked-for kind
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from ..text import MONTH, YEAR, content_terms
-from .terms import names
+from .aspects import aspect_terms
+from .terms import ASPECT_WORDS, INSTRUCTION_WORDS, names
 
 # "How large / tall / long … is X": the words sources state the answer in.
 MEASURES = dict(
@@ -21,6 +22,8 @@ MEASURES = dict(
     for pair in "large:size length capacity,big:size,tall:height,high:height,long:length duration,deep:depth,"
     "wide:width,heavy:weight,old:age,fast:speed,far:distance,often:frequency".split(",")
 )
+# "large" in "How large is X", "much" in "How much heat": how a question asks, not what it asks about.
+MEASURE_WORDS = set(content_terms(" ".join(MEASURES) + " much many"))
 HOW_MEASURE = re.compile(rf"\bhow\s+({'|'.join(MEASURES)})\b", re.IGNORECASE)
 UNIT = (
     r"(?:km|kilomet(?:re|er)s?|m|met(?:re|er)s?|cm|mm|mi|miles?|ft|feet|foot|in(?:ches)?|yards?|acres?|"
@@ -70,7 +73,7 @@ def _counts(sentence: str) -> bool:
 _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str] | Callable[[str], bool]]] = {
     "date": (
         re.compile(r"\b(?:when|what\s+year|which\s+year|what\s+date|since\s+when|how\s+long\s+ago)\b", re.I),
-        re.compile(rf"\b{YEAR}s?\b|\b{MONTH}\b", re.I),
+        re.compile(rf"\b(?:1\d|20)\d\ds?\b|\b{MONTH}\b", re.I),  # a year from 1000 ("the conquest of 1066")
     ),
     "measure": (
         # "How much heat did it deliver": a quantity of something; "how much did it cost" is money.
@@ -144,3 +147,19 @@ def answers(sentence: str, part: str) -> bool:
         own = set(content_terms(part))
         return any(not set(content_terms(n)) <= own for n in names(sentence))
     return False
+
+
+def answered(part: str, sentences: Iterable[str]) -> str | None:
+    """The first of ``sentences`` that answers ``part``, or None: the one reading of "answered" that
+    the report's findings, Limitations and next steps and the critic's gaps share. A part that asks
+    for one specific thing (a date, a figure, a name) is answered by a sentence stating two of its
+    topic words (its one) and holding that kind of answer (``answers``); an account ("what are the
+    main challenges") by a sentence with a word of its aspect (a problem, a plan), else of its topic."""
+    own = set(content_terms(part)) - INSTRUCTION_WORDS - ASPECT_WORDS - MEASURE_WORDS
+    exact = specific(part)
+    about = own if exact else aspect_terms(part) or own
+    for sentence in sentences:
+        shared = len(about & set(content_terms(sentence)))
+        if shared >= min(2 if exact else 1, len(about)) and (not exact or answers(sentence, part)):
+            return sentence
+    return None

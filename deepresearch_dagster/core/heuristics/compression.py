@@ -481,14 +481,6 @@ def _scorer(units: list[Unit], weights: dict[str, float], entity: set[str] | Non
     return score
 
 
-def _scores(
-    units: list[Unit], weights: dict[str, float], entity: set[str] | None = None, asked: str = ""
-) -> list[float]:
-    """BM25 of each unit against the weighted query (see ``_scorer``)."""
-    score = _scorer(units, weights, entity, asked)
-    return [score(u) for u in units]
-
-
 def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     step_title = payload["step_title"]
     header = _HEADER_TITLE.match(raw)
@@ -498,7 +490,8 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     weights, step_topic, entity = _weighted_query(payload)
     # A document of the user's own (read_document) is read more generously than a web page below.
     own_document = payload.get("tool_name") in DOCUMENT_TOOLS
-    scores = _scores(units, weights, entity, step_title)
+    score = _scorer(units, weights, entity, step_title)
+    scores = [score(u) for u in units]
     # "It generates 240 megawatts": a sentence that continues a relevant one shares its topic.
     for i in range(1, len(units)):
         same_paragraph = units[i].block == units[i - 1].block

@@ -12,7 +12,7 @@ from ..text import MONTH, content_terms, split_sentences, words
 from .answer_types import specific
 from .compression import PADDING
 from .planning import content_query, enumerated_parts, research_terms
-from .report import parts_of, unanswered_parts
+from .report import parts_of, unanswered_parts, unanswered_steps
 from .terms import names, sentence_case
 
 
@@ -25,7 +25,10 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
     # the contract awarded" and no date about it) is a gap, however many of its words are covered.
     sources = [{**m, "n": i + 1, "extraction": m.get("extraction", [])} for i, m in enumerate(memory)]
     parts = parts_of(question)
-    unanswered = unanswered_parts({"question": question, "plan": payload["plan"], "sources": sources})
+    # The report's own reading of what is answered (``answered``), so it never quotes a finding for
+    # a part or a step that a gap says nothing answers.
+    read = {"question": question, "plan": payload["plan"], "sources": sources}
+    unanswered = unanswered_parts(read)
     coverage = 1 - len(unanswered) / len(parts)
     # The best evidence names something the question does not (the bridge): the answer may be one
     # hop further, on that thing's own page. Until it is followed, the research is not sufficient.
@@ -35,8 +38,7 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
         else []
     )
     steps = payload["plan"]["steps"]
-    sourced = {str(m["step_id"]) for m in memory if m.get("source")}
-    uncovered = [s for s in steps if str(s["step_id"]) not in sourced]
+    uncovered = unanswered_steps(read)
     step_cov = 1 - len(uncovered) / len(steps) if steps else 1.0
     score = max(1, min(10, round(1 + 9 * (0.5 * coverage + 0.5 * step_cov))))
     if hops:

@@ -27,7 +27,7 @@ from ..text import (
     split_sentences,
     words,
 )
-from .answer_types import MEASURES, asked_kinds, supplies
+from .answer_types import MEASURE_WORDS, answered, answers, asked_kinds, specific, supplies
 from .aspects import aspect_terms
 from .planning import enumerated_parts
 from .sentences import context_dependent, has_fact, is_fragment
@@ -71,8 +71,6 @@ def topic_words(text: str) -> set[str]:
     return set(content_terms(text)) - INSTRUCTION_WORDS - (GENERIC - set(content_terms(" ".join(compounds))))
 
 
-# "large" in "How large is X", "much" in "How much heat": how the question asks, not what it asks about.
-MEASURE_WORDS = set(content_terms(" ".join(MEASURES) + " much many"))
 # The words that say a sentence gives a cause ("due", "because"), not what it is the cause of.
 CAUSE_WORDS = aspect_terms("cause")
 # The words sources state who pays in ("Funding comes from three sources: £8.0 million …").
@@ -108,6 +106,9 @@ class Finding:
     placed: str = ""  # the step it answers best
     # Each extra citation (a twin's, a shorter finding's) with the sentence it was merged for.
     merged: dict[int, str] = field(default_factory=dict)
+    # Findings it holds whose sources its wording would not verify against: the same figure stated
+    # by another source, quoted apart as corroboration.
+    also: list[Finding] = field(default_factory=list)
 
     @property
     def cited(self) -> str:
@@ -322,6 +323,8 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
                 if n not in fuller.cites:
                     fuller.cites.append(n)
                     fuller.merged[n] = f.merged.get(n, f.text)
+        else:
+            fuller.also.append(f)
     out = [f for f in out if any(f is g for g in kept)]
     for f in out:
         scores = {sid: len(f.terms & t) for sid, t in step_terms.items()}
@@ -449,14 +452,17 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
         # A part asking for an aspect ("the main challenges", "how are they addressing them") is
         # answered by sentences about that aspect (a problem, a plan), not by any sentence that
         # names the topic.
-        answers = (
+        # … and one asking where, or which thing, by a name it does not give.
+        hits = (
             [f for f in pool if supplies(f.text, set(kinds))]
             if kinds
+            else [f for f in pool if answers(f.text, part)]
+            if specific(part)
             else [f for f in pool if f.terms & aspects]
             if aspects
             else pool
         )
-        best = (answers or pool)[:1]
+        best = (hits or pool)[:1]
         # The best answer to this part already answers an earlier one ("It opened on 21 November
         # 2022, 219 days after the contract date"): the two parts share that paragraph.
         shared = next(
@@ -468,11 +474,11 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
             None,
         )
         pool = [f for f in pool if id(f) not in used]
-        answers = [f for f in answers if id(f) not in used]
+        hits = [f for f in hits if id(f) not in used]
         if shared is not None:
             limit = 0  # answered there; more quotes would only be this part's weaker candidates
-        picked = _distinct(answers or pool, limit)
-        if len(picked) < limit and not (kinds and answers):
+        picked = _distinct(hits or pool, limit)
+        if len(picked) < limit and not (kinds and hits):
             # Too few findings use the part's words: add the best of those found for the step that asks it.
             extra = [
                 f
@@ -497,16 +503,21 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
 
 
 def unanswered_parts(payload: dict[str, Any]) -> list[str]:
-    """The question's parts that no finding answers with the kind of answer they ask for (a date
-    for "when", money for "how much did it cost", a name for "who"): what the critic names as gaps,
-    as the executive summary would read."""
-    out = []
-    for asked, picked in _answers(payload):
-        for part in asked:
-            kinds = asked_kinds(part)
-            if not picked or (kinds and not any(supplies(f.text, kinds) for f in picked)):
-                out.append(part)
-    return out
+    """The question's parts that no finding answers (``answered``): the critic's gaps. The report
+    quotes every finding, so a part it names unanswered is one no quoted sentence answers."""
+    texts = [f.text for f in findings(payload)]
+    return [part for part in parts_of(payload["question"]) if answered(part, texts) is None]
+
+
+def unanswered_steps(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The plan's steps with no finding placed under them nor answering their title (``answered``)."""
+    found = findings(payload)
+    texts = [f.text for f in found]
+    return [
+        s
+        for s in payload["plan"]["steps"]
+        if not any(f.placed == str(s["step_id"]) for f in found) and answered(str(s["title"]), texts) is None
+    ]
 
 
 def _distinct(ranked: list[Finding], limit: int) -> list[Finding]:
@@ -584,8 +595,14 @@ def corroborated(payload: dict[str, Any]) -> list[list[Finding]]:
             continue
         cited = set(f.cites)
         group = [f]
-        for g in found:
-            if id(g) not in grouped and g is not f and not cited & set(g.cites) and same_figure(f.text, g.text):
+        for g in [*f.also, *found]:
+            if (
+                id(g) not in grouped
+                and g is not f
+                and not cited & set(g.cites)
+                and same_figure(f.text, g.text)
+                and _same_subject(f.terms, g.terms)  # "1,000 cycles" and "1,000 ohm" are two facts
+            ):
                 group.append(g)
                 cited |= set(g.cites)
         if len(group) >= 2:
@@ -617,28 +634,26 @@ def _limitations(payload: dict[str, Any]) -> str:
         "- Written by the offline extractive engine: every finding is a sentence quoted from a compressed "
         "source summary, not a synthesis."
     ]
-    found = findings(payload)
-    steps = [s for s in payload["plan"]["steps"]]
-    # A step none of whose findings stayed under it, unless the executive summary answers its
-    # part from findings placed elsewhere (it would then deny what the summary says).
-    answered = [set(content_terms(p)) for asked, picked in _answers(payload) if picked for p in asked] if found else []
-    empty = [
-        s["title"]
-        for s in steps
-        if not any(f.placed == str(s["step_id"]) for f in found)
-        and not any(set(content_terms(s["title"])) <= terms for terms in answered)
-    ]
+    empty = [s["title"] for s in unanswered_steps(payload)]
     if empty:
         lines.append("- No usable finding answers: " + "; ".join(f"'{t}'" for t in empty) + ".")
     return "\n".join(lines)
 
 
+# A gap that names the question it finds unanswered ("No source yet answers 'Who led X?'.").
+_GAP_QUESTION = re.compile(r"'([^']+\?)'")
+
+
 def _recorded_gaps(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The critic's last gaps, without those the report's findings answer (``answered``): the
+    critic may have judged fewer sources than the report quotes."""
     gaps = payload.get("open_gaps") or []
     rounds = payload.get("critic_rounds") or []
     if not gaps and rounds:
         gaps = rounds[-1]["verdict"].get("gaps") or []
-    return gaps
+    texts = [f.text for f in findings(payload)]
+    asked = [_GAP_QUESTION.search(str(g.get("description", ""))) for g in gaps]
+    return [g for g, m in zip(gaps, asked, strict=True) if not (m and answered(m.group(1), texts))]
 
 
 def _next_steps(payload: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ..text import STOPWORDS, words
+from ..text import STOPWORDS, stem, words
 
 # A sentence that opens by pointing back at something said before it.
 LEADING_ANAPHORA = re.compile(
@@ -122,10 +122,6 @@ def _this_verb(match: str, start: int) -> bool:
 _NOT_SUBJECT = frozenset(
     "the a an to of for in on with by its their this that these those his her our your my from at as".split()
 )
-_NOUNISH = tuple(
-    "s ly tion sion ment ness ity al ic ous ive ful able ible ary ery ing er or ist ism ics ence ance ure age ship "
-    "hood ant ent".split()
-)
 _OBJECT_START = frozenset("a an the more most less its their his her some many several about up".split())
 _PREPOSITIONS = frozenset("of for".split())
 
@@ -153,7 +149,7 @@ def has_verb(sentence: str) -> bool:
             and nxt
             and w.isalpha()
             and w not in STOPWORDS
-            and not w.endswith(_NOUNISH)
+            and stem(w) in (w, w[:-1])  # no suffix the stemmer strips ("-tion", "-ly", "-ing", "-s")
         ):
             return True  # a plural subject and a bare verb: "cool roofs reflect sunlight"
         if (
