@@ -27,7 +27,7 @@ RAW = {
     "inception.txt": "# Inception\n\nInception is a 2010 science fiction film written and directed by Nolan. "
     "It grossed over 830 million dollars worldwide.\n",
 }
-QUESTION = "Who is Christopher Nolan and how successful are his films?"
+QUESTION = "Who is Christopher Nolan and how much have his films grossed?"
 
 
 def _entry(n: int, artifact: str, summary: str, extraction: list[str], step: str) -> dict:
@@ -99,7 +99,7 @@ def test_the_critique_names_each_fault_and_its_section():
     assert by_kind["contradiction"].section == "Limitations"
     assert "Box office of Nolan's films" in by_kind["contradiction"].detail
     assert by_kind["unanswered"].section == "Executive summary"
-    assert "successful" in by_kind["unanswered"].detail
+    assert by_kind["unanswered"].detail == "how much have his films grossed"
     assert faults(FAULTY) == {"contradictions": 1, "duplicated_sentences": 1}
 
 
@@ -114,7 +114,7 @@ def test_the_revision_removes_every_fault(make_context):
     # The denial keeps what nothing contradicts; the part left unanswered is answered from its source.
     assert "'Nolan's early short films'" in text and "Box office of Nolan's films'" not in text.split("## Lim")[1]
     summary = text.split("## Key findings")[0]
-    assert "**How successful are his films?**" in summary and summary.rstrip().endswith("]")
+    assert "**How much have his films grossed?** His films have grossed more than 6 billion dollars" in summary
     # Only the sections the critique named changed; the new text verifies (its checks are all verified).
     assert all(c.verified for c in revised.checks)
     assert text.count("Christopher Edward Nolan (born 30 July 1970)") == 1

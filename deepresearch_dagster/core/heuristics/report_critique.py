@@ -20,9 +20,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..text import content_terms, split_sentences
-from .answer_types import asked_kinds, supplies
-from .report import extractive_section, parts_of, topic_words
+from ..text import closed, content_terms, split_sentences
+from .answer_types import answered
+from .report import _ASKS, extractive_section, parts_of, topic_words
+from .terms import sentence_case
 
 __all__ = [
     "KINDS",
@@ -259,17 +260,11 @@ def contradictions(sentences: list[_Sentence], subheadings: dict[str, list[tuple
 
 
 def answers(part: str, sentence: _Sentence) -> bool:
-    """The one reading of "answered" this critique uses: a cited sentence of a claim section that
-    shares the part's subject words (or stands under a lead restating the part) and, when the part
-    asks for a kind of answer (a date, money, a name), supplies it."""
-    if not sentence.cited or sentence.section.lower() not in CLAIM_SECTIONS:
-        return False
-    terms = topic_words(part)
-    have = set(content_terms(f"{sentence.lead} {sentence.text}"))
-    if terms and len(terms & have) < min(2, len(terms)):
-        return False
-    kinds = asked_kinds(part)
-    return not kinds or bool(supplies(sentence.claim, kinds))
+    """A cited sentence of a claim section that answers ``part`` by the one reading of "answered"
+    the reporter and the critic share (``answer_types.answered``)."""
+    return (
+        sentence.cited and sentence.section.lower() in CLAIM_SECTIONS and answered(part, [sentence.claim]) is not None
+    )
 
 
 def unanswered(sentences: list[_Sentence], payload: dict[str, Any]) -> list[ReportIssue]:
@@ -390,12 +385,25 @@ def _without_empty_subheadings(text: str) -> str:
 
 
 def _answer_paragraph(part: str, payload: dict[str, Any]) -> str | None:
-    """The extractive executive summary's paragraph that answers ``part`` (its lead restates it)."""
+    """A paragraph answering ``part``, led by the part: the extractive executive summary's paragraph
+    for it when a sentence of it answers the part, else the first sentence of the sources' summaries
+    and extractions that does, with its citation; None when no source answers it."""
     if not payload.get("sources"):
         return None
     wanted = " ".join(re.findall(r"\w+", part.lower()))
     for paragraph in extractive_section("Executive summary", payload).split("\n\n"):
-        lead = _LEAD.match(paragraph).group(2) or ""  # type: ignore[union-attr]
-        if wanted and wanted in " ".join(re.findall(r"\w+", lead.lower())) and CITATION.search(paragraph):
+        _, lead, content = _LEAD.match(paragraph).groups()  # type: ignore[union-attr]
+        cited = [CITATION.sub(" ", u) for u in units(content) if CITATION.search(u)]
+        if wanted and wanted in " ".join(re.findall(r"\w+", (lead or "").lower())) and answered(part, cited):
             return paragraph.strip()
-    return None
+    candidates = [
+        (" ".join(c.split()), e["n"])
+        for e in payload["sources"]
+        for c in [*split_sentences(str(e.get("summary", ""))), *e.get("extraction", [])]
+        if c.strip()
+    ]
+    best = answered(part, [c for c, _ in candidates])
+    if best is None:
+        return None
+    n = next(n for c, n in candidates if c == best)
+    return f"**{sentence_case(part)}{'?' if _ASKS.match(part) else '.'}** {closed(best)} [{n}]"
