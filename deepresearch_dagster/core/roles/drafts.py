@@ -1,8 +1,8 @@
 """Drafts: ``--drafts N`` writes N reports and a judge picks one (issue 30).
 
 A model's drafts differ by the reporter's sampling temperature (raised per draft); the offline
-engine writes the same report each time, and the judge says so. The deterministic judge scores
-each draft by the share of its claims that carry a verified citation, the question's parts it
+engine, which does not sample, writes one draft for all N, and the judge's reasons say so. The
+deterministic judge scores each draft by the share of its claims that carry a verified citation, the question's parts it
 answers (the critique's reading) and its length; the others are kept under ``report_drafts/``
 with their scores, and the choice and its reasons go to report.json (``drafts``). Every draft,
 critique and revision is a row of the ``report_revisions`` lineage table.
@@ -72,11 +72,14 @@ def _pick(scores: list[dict[str, Any]]) -> tuple[int, str]:
     return best, reasons
 
 
+def _samples(engine: Any) -> bool:
+    """Whether the engine samples at a temperature (a model engine; not the offline engine)."""
+    return isinstance(getattr(engine, "temperature", None), dict)
+
+
 def _at_temperature(engine: Any, temperature: float) -> Any:
     """The engine with the reporter's sampling temperature changed (a model engine samples at the
-    temperature it was built with; the offline engine has none)."""
-    if not isinstance(getattr(engine, "temperature", None), dict):
-        return engine
+    temperature it was built with)."""
     other = copy.copy(engine)  # the same client and connection pool
     other.temperature = {**engine.temperature, "reporter": temperature}
     return other
@@ -84,7 +87,9 @@ def _at_temperature(engine: Any, temperature: float) -> Any:
 
 def write_drafts(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle, outputs: ToolOutputs) -> Report:
     """``settings.drafts`` reports, the judge's choice among them (the others kept with their scores)."""
-    n = ctx.settings.drafts
+    requested = ctx.settings.drafts
+    # An engine that does not sample (the offline engine) would write the same report N times.
+    n = requested if _samples(ctx.engine) else 1
     reports: list[Report] = []
     scores: list[dict[str, Any]] = []
     base = ctx.settings.role_temperature("reporter")
@@ -106,10 +111,12 @@ def write_drafts(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
         figures["artifact"] = f"report_drafts/draft_{k + 1}.md"
         scores.append(figures)
     rows = [r for report in reports for r in report.critique.get("rounds", [])]
-    if n == 1:
+    if requested == 1:
         chosen = reports[0]
     else:
         best, reasons = _pick(scores)
+        if n < requested:
+            reasons += f"; the {ctx.engine.name} engine does not sample: one draft stands for the {requested} asked"
         for k, report in enumerate(reports):
             write_artifact(ctx, f"report_drafts/draft_{k + 1}.md", report.markdown)
         write_artifact(ctx, "report_drafts/scores.json", {"chosen": best + 1, "reasons": reasons, "drafts": scores})
