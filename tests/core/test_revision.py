@@ -187,3 +187,35 @@ def test_three_drafts_one_revision_through_the_fake_server(tmp_path, corpus_dir,
     asks = [str(m.get("content")) for r in fake_openai.requests_for("reporter") for m in r["messages"]]
     assert any("Revise one section of the finished report" in a for a in asks)
     assert fake_openai.requests_for("critic")  # the report critic was asked
+
+
+def test_the_critic_models_issues_count_only_when_they_name_what_the_report_says(make_context, fake_openai):
+    from deepresearch_dagster.core.roles.revision import critique
+
+    ctx = make_context(engine="openai")
+    fake_openai.script(
+        "critic",
+        json.dumps(
+            {
+                "issues": [
+                    {
+                        "kind": "off_topic",
+                        "section": "Key findings",
+                        "sentence": "Inception is a 2010 science fiction film written and directed by Nolan. [2]",
+                        "detail": "the question asks about Nolan, not one film",
+                    },
+                    {
+                        "kind": "contradiction",
+                        "section": "Analysis",
+                        "sentence": "A sentence nobody wrote.",
+                        "detail": "",
+                    },
+                ]
+            }
+        ),
+    )
+    found = critique(ctx, FAULTY, PAYLOAD, "report_critique/test.json")
+    model = [i for i in found.issues if i.detail == "the question asks about Nolan, not one film"]
+    assert len(model) == 1 and model[0].kind == "off_topic"
+    assert not any(i.sentence == "A sentence nobody wrote." for i in found.issues)
+    assert found.total == critique_report(FAULTY, PAYLOAD).total + 1

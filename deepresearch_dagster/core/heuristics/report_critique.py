@@ -120,7 +120,8 @@ def units(text: str) -> list[str]:
     return split_sentences(moved)
 
 
-def _key(sentence: str) -> str:
+def sentence_key(sentence: str) -> str:
+    """A sentence's words, lower case, without citations or punctuation: two copies compare equal."""
     return " ".join(re.findall(r"\w+", CITATION.sub(" ", sentence).lower()))
 
 
@@ -183,7 +184,7 @@ def duplicates(sentences: list[_Sentence]) -> list[ReportIssue]:
     seen: dict[tuple[str, str], _Sentence] = {}
     out = []
     for s in sentences:
-        key = _key(s.text)
+        key = sentence_key(s.text)
         if len(key.split()) < MIN_DUPLICATE_WORDS:
             continue
         scope = s.section.lower() if s.section.lower() not in (*MUST_CITE, "answer") else "claims"
@@ -357,7 +358,7 @@ def revise_deterministically(body: str, heading: str, issues: list[ReportIssue],
     for issue in issues:
         if issue.kind == "unanswered":
             paragraph = _answer_paragraph(issue.detail, payload)
-            if paragraph and _key(paragraph) not in _key(text):
+            if paragraph and sentence_key(paragraph) not in sentence_key(text):
                 text = f"{text.rstrip()}\n\n{paragraph}" if text.strip() else paragraph
     return text.strip()
 

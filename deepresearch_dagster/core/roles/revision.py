@@ -33,6 +33,7 @@ from ..heuristics.report_critique import (
     critique_report,
     read_sentences,
     revise_deterministically,
+    sentence_key,
     units,
 )
 from ..llm.contracts import SECTION, generic_contract
@@ -78,6 +79,8 @@ def critique(ctx: ResearchContext, markdown: str, payload: dict[str, Any], artif
     """The deterministic checks, and the critic model's issues that name a sentence of the report
     (or a part of the question) — an issue about a sentence the report does not hold is invented."""
     found = critique_report(markdown, payload)
+    if ctx.settings.revisions == 0:
+        return found  # no revision to act on it: the model is not asked (the free checks still show)
     messages = [
         {"role": "system", "content": render("report_critic", today=ctx.today)},
         {"role": "user", "content": f"Question: {ctx.question}\n\nThe report:\n\n{markdown}"},
@@ -90,15 +93,17 @@ def critique(ctx: ResearchContext, markdown: str, payload: dict[str, Any], artif
         ctx.log(f"report critique by the deterministic checks only: {exc}")
         record_fallback(ctx, "critic", artifact, exc)
         return found
-    stated = {s.text for s in read_sentences(markdown)[0]}
-    known = {(i.kind, i.section, i.sentence, i.detail) for i in found.issues}
-    extra = [
-        i
-        for i in answer.issues
-        if (i.sentence in stated or (i.kind == "unanswered" and i.detail))
-        and (i.kind, i.section, i.sentence, i.detail) not in known
-        and i.kind not in ("uncited", "unanswered")  # the deterministic reading of these is the one
-    ]
+    # The sentence as the report writes it (a model may copy it with its citation after the stop);
+    # "uncited" and "unanswered" are the deterministic checks' to say (one reading of each).
+    stated = {sentence_key(s.text): s for s in read_sentences(markdown)[0]}
+    known = {(i.kind, sentence_key(i.sentence)) for i in found.issues}
+    extra = []
+    for issue in answer.issues:
+        s = stated.get(sentence_key(issue.sentence))
+        if s is None or issue.kind in ("uncited", "unanswered") or (issue.kind, sentence_key(s.text)) in known:
+            continue
+        known.add((issue.kind, sentence_key(s.text)))
+        extra.append(issue.model_copy(update={"sentence": s.text, "section": s.section}))
     return ReportCritique(issues=[*found.issues, *extra])
 
 
