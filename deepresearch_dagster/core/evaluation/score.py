@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..heuristics.report_critique import faults
+from ..heuristics.report_critique import CLAIM_SECTIONS, MUST_CITE, STALE_NOTE, faults
 from ..naming import plan_folder
 from ..roles.cited_sentences import CITATION, citations_before_end
 from ..text import split_sentences
@@ -36,16 +36,9 @@ from .suite import Fact, SuiteItem
 
 __all__ = ["ItemScore", "ReportParts", "raw_text", "read_report", "score_item", "working_memory_text"]
 
-# Sections whose sentences are claims a reader takes away (core/roles/reporter.py: CITED, plus
-# the direct answer of a question answered without tools).
-CLAIM_SECTIONS = ("executive summary", "key findings", "analysis", "answer")
-# Sentences that must carry a citation (the contract for every writer).
-MUST_CITE = ("executive summary", "key findings")
 # A bold lead opening a paragraph (``**The question, restated.**``) introduces; it states nothing.
 _BOLD_LEAD = re.compile(r"^\*\*[^*]+\*\*\s*")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
-# A line that calls a figure older, not current (the private-document benchmark's reading).
-_STALE_NOTE = re.compile(r"supersed|outdated|archiv|previous|earlier|older|stale|no longer|formerly", re.I)
 
 
 class ItemScore(BaseModel):
@@ -164,7 +157,7 @@ def _fact_name(fact: str | Fact) -> str:
 
 def _stale_lines(item: SuiteItem, body: str) -> list[str]:
     stated = []
-    lines = [line for line in body.splitlines() if not _STALE_NOTE.search(line)]
+    lines = [line for line in body.splitlines() if not STALE_NOTE.search(line)]
     for stale in item.stale:
         if any(_fact_found(stale, Haystack(line)) for line in lines):
             stated.append(_fact_name(stale))

@@ -34,8 +34,9 @@ __all__ = [
 ]
 
 KINDS = ("unanswered", "contradiction", "uncited", "duplicate", "off_topic", "stale")
-# Sections every sentence of which must cite (roles/cited_sentences.MUST_CITE) and those whose
-# sentences are the claims a reader takes away (core/evaluation/score.CLAIM_SECTIONS).
+# Sections every sentence of which must cite (roles/cited_sentences.MUST_CITE), and those whose
+# sentences are claims a reader takes away (roles/reporter.CITED, plus a direct answer): the
+# scorer's reading too (core/evaluation/score.py).
 MUST_CITE = ("executive summary", "key findings")
 CLAIM_SECTIONS = ("executive summary", "key findings", "analysis", "answer")
 # Sentences shorter than this are headings in disguise ("None.", "See Limitations."): never duplicates.
