@@ -77,7 +77,7 @@ class Revised(BaseModel):
 
 def critique(ctx: ResearchContext, markdown: str, payload: dict[str, Any], artifact: str) -> ReportCritique:
     """The deterministic checks, and the critic model's issues that name a sentence of the report
-    (or a part of the question) — an issue about a sentence the report does not hold is invented."""
+    (an issue about a sentence the report does not hold is invented, and dropped)."""
     found = critique_report(markdown, payload)
     if ctx.settings.revisions == 0:
         return found  # no revision to act on it: the model is not asked (the free checks still show)
