@@ -1,4 +1,4 @@
-"""Drafts, self-critique and revision: the reporter checks its own report before the user does.
+"""Self-critique and revision: the reporter checks its own report before the user does (issue 30).
 
 After citation verification (``reporter.write_report``) the report is critiqued
 (:func:`critique`): the deterministic checks of ``heuristics/report_critique.py`` always, and the
