@@ -131,6 +131,8 @@ def _summary(lineage: Any, key: str, settings: Any, partition_dir: Path) -> dict
         "sufficiency_scores": report.get("sufficiency_scores", []),
         "verified_citations": report.get("verified_citations", 0),
         "unverified_citations": report.get("unverified_citations", 0),
+        "critique": report.get("critique") or {},
+        "drafts": report.get("drafts") or {},
         "complete": report.get("complete", True),
         # Role -> how many calls used the role's fallback (heuristic/extractive) instead of the model.
         "fallbacks": report.get("fallbacks", {}),
@@ -139,6 +141,16 @@ def _summary(lineage: Any, key: str, settings: Any, partition_dir: Path) -> dict
         "model_answers": lineage.model_answers(key, OFFLINE_MODEL),
         "budget": budget,
     }
+
+
+def critique_line(critique: dict[str, Any], drafts: dict[str, Any]) -> str:
+    """``7 issues → 0 after 1 revision round · draft 2 of 3`` (core/roles/revision.py)."""
+    before, after = (sum(critique[k]["counts"].values()) for k in ("before", "after"))
+    rounds = sum(1 for r in critique.get("rounds", []) if r["stage"] == "revision" and r["accepted"])
+    line = f"{before} issue(s) → {after} after {rounds} revision round(s)"
+    if drafts:
+        line += f" · draft {drafts['chosen']} of {len(drafts['drafts'])}"
+    return line
 
 
 def _print_figures(summary: dict[str, Any]) -> None:
@@ -159,6 +171,8 @@ def _print_figures(summary: dict[str, Any]) -> None:
     table.add_row(
         "citations verified / removed", f"{summary['verified_citations']} / {summary['unverified_citations']}"
     )
+    if summary["critique"]:
+        table.add_row("report critique", critique_line(summary["critique"], summary["drafts"]))
     fallbacks = ", ".join(f"{role} {n}" for role, n in sorted(summary["fallbacks"].items()) if n)
     table.add_row("fallbacks used", fallbacks or "none")
     units = {"tokens": ("tokens", 0), "dollars": ("$", 4), "llm_calls": ("calls", 0), "tool_calls": ("calls", 0)}

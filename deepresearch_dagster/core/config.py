@@ -84,6 +84,16 @@ class RequestOptions(BaseModel):
     max_tool_calls_per_step: int | None = Field(
         default=None, description="tool calls per step (default 8)", json_schema_extra=_flag("--tool-calls")
     )
+    drafts: int | None = Field(
+        default=None,
+        description="reports written for the judge to choose from (default 1)",
+        json_schema_extra=_flag("--drafts"),
+    )
+    revisions: int | None = Field(
+        default=None,
+        description="critique-and-revise rounds of the report (default 1; 0 = none)",
+        json_schema_extra=_flag("--revisions"),
+    )
     budget_tokens: int | None = Field(
         default=None,
         description="token cap for the research (default 400000)",
@@ -167,6 +177,8 @@ class ResearchSettings(BaseModel):
     # A deadline: 0 s would stop every research before it starts (inf: no wall-time cap).
     budget_wall_s: float = Field(default=3600.0, gt=0)
     report_lookups: int = Field(default=3, ge=0, le=10)
+    drafts: int = Field(default=1, ge=1, le=5)  # reports the judge chooses from (core/roles/revision.py)
+    revisions: int = Field(default=1, ge=0, le=3)  # critique-and-revise rounds of the report
     openai_base_url: str | None = None
     openai_api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
     models: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_MODELS))

@@ -320,6 +320,10 @@ class Report(BaseModel):
     uncited_dropped: list[dict[str, Any]] = Field(default_factory=list)
     # The compressor's statements checked against the raw outputs, summed over the summaries.
     grounding: Grounding = Field(default_factory=Grounding)
+    # The critique before and after revision, with each round (core/roles/revision.py).
+    critique: dict[str, Any] = Field(default_factory=dict)
+    # With --drafts N > 1: the judge's choice, its reasons and every draft's scores.
+    drafts: dict[str, Any] = Field(default_factory=dict)
 
     @model_serializer(mode="wrap")
     def _omit_absent_changes(self, handler: Any) -> Any:

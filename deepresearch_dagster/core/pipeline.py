@@ -19,8 +19,8 @@ from .naming import plan_folder, slugify
 from .roles.changes import add_what_changed
 from .roles.compressor import StepContext, cache_key, compress
 from .roles.coordinator import route
+from .roles.drafts import write_drafts
 from .roles.planner import make_plan
-from .roles.reporter import write_report
 from .roles.researcher import execute_plan
 from .store.artifacts import CORPUS_CACHE, ArtifactStore, remove_stale_temps
 from .store.lineage import LineageStore
@@ -207,7 +207,7 @@ def compression_stage(ctx: ResearchContext, plan: ResearchPlan, outputs: ToolOut
 
 def report_stage(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle, outputs: ToolOutputs) -> Report:
     ctx.log("writing the report")
-    report = write_report(ctx, plan, bundle, outputs)
+    report = write_drafts(ctx, plan, bundle, outputs)
     # The compressor's statements checked against the raw outputs (roles/compressor.py), per research.
     report.grounding = Grounding(
         grounded=sum(s.grounding.grounded for s in bundle.summaries),

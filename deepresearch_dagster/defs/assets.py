@@ -41,6 +41,7 @@ from ..core.pipeline import (
     research_stage,
     summaries_bundle,
 )
+from ..core.roles.revision import critique_markdown
 from ..core.store.artifacts import ArtifactReader
 from ..core.store.partition_lock import PartitionBusy, partition_lock
 from .partitions import research_partitions
@@ -461,6 +462,8 @@ def _report_asset(
     metadata.update(
         {
             "report": MetadataValue.md(report.markdown),
+            # The report's second reading: its critique before and after revision (core/roles/revision.py).
+            "critique": MetadataValue.md(critique_markdown(report.critique, report.drafts)),
             # References are sources; citation markers are the [n] in the text (several per source).
             "references": len(report.citations),
             "citation_markers_verified": report.verified_citations,

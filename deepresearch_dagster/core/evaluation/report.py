@@ -102,7 +102,8 @@ def summary_lines(evaluation: Evaluation) -> list[str]:
     dollars = "unpriced" if s["dollars"] is None else f"${s['dollars']:,.4f}"
     lines.append(
         f"citations verified {s['verified_citations']:,} · removed {s['removed_citations']:,} · "
-        f"uncited sentences {s['uncited_sentences']:,}"
+        f"uncited sentences {s['uncited_sentences']:,} · contradictions {s.get('contradictions', 0):,} · "
+        f"duplicated sentences {s.get('duplicated_sentences', 0):,}"
     )
     lines.append(f"tokens {s['tokens']:,} · {dollars} · {s['tool_calls']:,} tool calls · {s['wall_s']:,.0f} s")
     if s["fallbacks"]:
@@ -164,7 +165,16 @@ def write_evaluation(evaluation: Evaluation, folder: Path) -> tuple[Path, Path]:
 
 # -- comparison -------------------------------------------------------------------------------
 
-_COMPARED = (*ANSWER_FIGURES, "facts_found", "stale", "removed_citations", "uncited_sentences", "tokens")
+_COMPARED = (
+    *ANSWER_FIGURES,
+    "facts_found",
+    "stale",
+    "removed_citations",
+    "uncited_sentences",
+    "contradictions",
+    "duplicated_sentences",
+    "tokens",
+)
 
 
 def compare(a: Evaluation, b: Evaluation) -> dict[str, Any]:
@@ -182,7 +192,7 @@ def compare(a: Evaluation, b: Evaluation) -> dict[str, Any]:
         if diff:
             changes.append({"id": item.id, "change": diff})
     changes += [{"id": i, "change": "only in A"} for i in before if i not in {s.id for s in b.items}]
-    keys = [*ANSWER_FIGURES, "facts_found", "stale", "removed_citations", "uncited_sentences", "tokens", "wall_s"]
+    keys = [*_COMPARED, "wall_s"]
     summary = {k: [a.summary.get(k), b.summary.get(k)] for k in keys}
     return {"a": a.key, "b": b.key, "summary": summary, "items": changes}
 

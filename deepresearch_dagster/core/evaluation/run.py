@@ -48,6 +48,8 @@ SUM_FIGURES = (
     "verified_citations",
     "removed_citations",
     "uncited_sentences",
+    "contradictions",
+    "duplicated_sentences",
     "tokens",
     "tool_calls",
     "raw_tokens",

@@ -12,7 +12,9 @@ conversation) and the lineage rows already hold everything a figure needs.
 - ``answer_in_raw``: in any raw tool output (retrieval alone);
 - ``facts_found``: gold facts in the report body (before the references);
 - ``stale``: stale figures stated in a report line that does not mark them as older;
-- ``uncited_sentences``: sentences of the executive summary and key findings without ``[n]``.
+- ``uncited_sentences``: sentences of the executive summary and key findings without ``[n]``;
+- ``contradictions``, ``duplicated_sentences``: sentences denying what another section states with
+  a citation, and sentences stated twice (``heuristics/report_critique.py``: the report's critique).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ..heuristics.report_critique import CLAIM_SECTIONS, MUST_CITE, STALE_NOTE, faults
 from ..naming import plan_folder
 from ..roles.cited_sentences import CITATION, citations_before_end
 from ..text import split_sentences
@@ -33,16 +36,9 @@ from .suite import Fact, SuiteItem
 
 __all__ = ["ItemScore", "ReportParts", "raw_text", "read_report", "score_item", "working_memory_text"]
 
-# Sections whose sentences are claims a reader takes away (core/roles/reporter.py: CITED, plus
-# the direct answer of a question answered without tools).
-CLAIM_SECTIONS = ("executive summary", "key findings", "analysis", "answer")
-# Sentences that must carry a citation (the issue's contract for every writer).
-MUST_CITE = ("executive summary", "key findings")
 # A bold lead opening a paragraph (``**The question, restated.**``) introduces; it states nothing.
 _BOLD_LEAD = re.compile(r"^\*\*[^*]+\*\*\s*")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
-# A line that calls a figure older, not current (the private-document benchmark's reading).
-_STALE_NOTE = re.compile(r"supersed|outdated|archiv|previous|earlier|older|stale|no longer|formerly", re.I)
 
 
 class ItemScore(BaseModel):
@@ -66,6 +62,8 @@ class ItemScore(BaseModel):
     verified_citations: int = 0
     removed_citations: int = 0
     uncited_sentences: int = 0
+    contradictions: int = 0
+    duplicated_sentences: int = 0
     tokens: int = 0
     tokens_by_role: dict[str, dict[str, int]] = Field(default_factory=dict)
     dollars: float | None = None
@@ -159,7 +157,7 @@ def _fact_name(fact: str | Fact) -> str:
 
 def _stale_lines(item: SuiteItem, body: str) -> list[str]:
     stated = []
-    lines = [line for line in body.splitlines() if not _STALE_NOTE.search(line)]
+    lines = [line for line in body.splitlines() if not STALE_NOTE.search(line)]
     for stale in item.stale:
         if any(_fact_found(stale, Haystack(line)) for line in lines):
             stated.append(_fact_name(stale))
@@ -200,6 +198,7 @@ def score_item(
         verified_citations=int(report.get("verified_citations", 0)),
         removed_citations=int(report.get("unverified_citations", 0)),
         uncited_sentences=len(uncited(parts)),
+        **faults(markdown),
         injected_tokens=injected,
         fallbacks={k: int(v) for k, v in (report.get("fallbacks") or {}).items() if v},
         prompt_versions={"compressor": bundle.get("prompt_version", "")},

@@ -14,6 +14,7 @@ from ..heuristics.compression import compress_extractively
 from ..heuristics.critique import critique_heuristically
 from ..heuristics.planning import plan_heuristically
 from ..heuristics.report import REPORT_SECTIONS, direct_answer_text, extractive_section, rewrite_from_source
+from ..heuristics.report_critique import ReportIssue, critique_report, revise_deterministically
 from ..text import estimate_tokens
 from .engine import Completion, ToolCallRequest
 
@@ -64,6 +65,8 @@ class OfflineEngine:
 
     # -- critic --------------------------------------------------------------------------
     def _critic(self, payload: dict[str, Any]) -> tuple[str, list[ToolCallRequest]]:
+        if payload.get("phase") == "report":  # the finished report's second reading
+            return critique_report(payload["report"], payload).model_dump_json(), []
         return json.dumps(critique_heuristically(payload)), []
 
     # -- compressor ----------------------------------------------------------------------
@@ -79,6 +82,10 @@ class OfflineEngine:
             return json.dumps({"sections": [{"heading": h, "points": []} for h in REPORT_SECTIONS]}), []
         if phase == "direct":
             return json.dumps({"markdown": direct_answer_text(payload)}), []
+        if phase == "revise":
+            issues = [ReportIssue.model_validate(i) for i in payload["issues"]]
+            body = revise_deterministically(payload["body"], payload["section"], issues, payload)
+            return json.dumps({"markdown": body}), []
         if phase == "rewrite":
             return json.dumps({"markdown": rewrite_from_source(payload["sentence"], payload["source"])}), []
         return json.dumps({"markdown": extractive_section(payload["section"], payload)}), []

@@ -47,6 +47,7 @@ from ..tools.artifact_tools import artifact_tools
 from ..untrusted import data_marker, spotlight, without_address
 from .citations import locate, verify_citations
 from .cited_sentences import CitedSentences, cite_every_sentence
+from .revision import Evidence, revise_report
 from .source_quality import corpus_status, corroborated_claims, listing_results, quality_warnings, score_sources
 
 # A looked-up artifact slice enters the reporter's context; keep it bounded.
@@ -393,7 +394,9 @@ def _sections(
     return "\n\n".join(f"## {h}\n\n{body}" for h, body in written), label, fallbacks + outline_fallback
 
 
-def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle, outputs: ToolOutputs) -> Report:
+def write_report(
+    ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle, outputs: ToolOutputs, draft: int = 1
+) -> Report:
     entries = number_sources(bundle)
     sourced = [e for e in entries if e["source"]]
     raws = _raw_texts(ctx, outputs)
@@ -411,6 +414,10 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
         "open_gaps": rounds[-1]["verdict"]["gaps"] if rounds and rounds[-1]["decision"] != "sufficient" else [],
         "not_useful_count": len(bundle.summaries) - len(bundle.working_memory),
         "preceding": preceding_sentences(sourced, raws),
+        # Sources the critique finds stale figures in (roles/revision.py).
+        "stale_sources": sorted(
+            {e["n"] for e in sourced for s in scores if s.source == e["source"] and s.currency != "current"}
+        ),
     }
     raw = raws if ctx.settings.context_mode == "raw" else None
     # The stable prefix of every reporter call (system prompt, question, plan); each call adds
@@ -468,6 +475,14 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
     cited = cite_every_sentence(body, checks, entries_by_n, raws, _rewriter(ctx, head, payload, entries_by_n, raw))
     body, checks = cited.markdown, [*checks, *cited.checks]
     body = reconcile_corroboration(body)  # "two or more sources" counts verified citations only
+    # A second reading: the critique, and the sections it names revised (roles/revision.py).
+    evidence = Evidence(
+        entries=entries,
+        verify=lambda text: verify_citations(one_number_each(text), entries_by_n, raws),
+        memory=lambda sources: _working_memory(_memory_text(sources, raw)),
+    )
+    revised = revise_report(ctx, body, checks, payload, evidence, head, draft)
+    body, checks = revised.markdown, revised.checks
     unverified = [c for c in checks if not c.verified]
     if unverified:
         body = insert_notes(
@@ -490,12 +505,7 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
         ["source", "domain", "credibility", "recency", "corroboration", "score", "published"],
         [[s.source, s.domain, s.credibility, s.recency, s.corroboration, s.score, s.published] for s in scores],
     )
-    ctx.lineage.replace_rows(
-        "citations",
-        ctx.partition_key,
-        ["n", "source", "artifact_file", "quote", "verified"],
-        [[c.n, c.source, c.artifact_file, c.quote, c.verified] for c in citations],
-    )
+    record_citations(ctx, citations)
     return Report(
         partition_key=ctx.partition_key,
         question=ctx.question,
@@ -514,6 +524,16 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
         fallbacks=fallbacks,
         rewritten=[f.model_dump(exclude={"reason"}) for f in cited.rewritten],
         uncited_dropped=[f.model_dump(exclude={"text"}) for f in cited.dropped],
+        critique=revised.summary(),
+    )
+
+
+def record_citations(ctx: ResearchContext, citations: list[Citation]) -> None:
+    ctx.lineage.replace_rows(
+        "citations",
+        ctx.partition_key,
+        ["n", "source", "artifact_file", "quote", "verified"],
+        [[c.n, c.source, c.artifact_file, c.quote, c.verified] for c in citations],
     )
 
 

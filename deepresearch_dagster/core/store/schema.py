@@ -163,6 +163,13 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(8, "compressions and summaries: grounded, dropped", GROUNDING_SQL),
     Migration(9, "tool_calls: tainted, suspected_injection; tool_cache.links", UNTRUSTED_SQL),
+    # Every critique, revision and draft of a report (core/roles/revision.py), per research.
+    Migration(
+        10,
+        "report_revisions",
+        "CREATE TABLE IF NOT EXISTS report_revisions (partition_key VARCHAR, draft INTEGER, round INTEGER, "
+        "stage VARCHAR, issues INTEGER, counts JSON, artifact VARCHAR, accepted BOOLEAN);",
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
