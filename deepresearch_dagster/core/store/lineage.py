@@ -657,11 +657,13 @@ class LineageStore:
         error: str | None = None,
         wait_s: float = 0.0,
         cached_tokens: int = 0,
+        prompt_tps: float | None = None,
+        gen_tps: float | None = None,
     ) -> None:
         self._exec(
             "INSERT INTO llm_calls (partition_key, run_id, role, model, attempt, status, error, prompt_tokens, "
-            "completion_tokens, latency_ms, artifact, wait_s, cached_tokens) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "completion_tokens, latency_ms, artifact, wait_s, cached_tokens, prompt_tps, gen_tps) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 partition_key,
                 run_id,
@@ -676,6 +678,8 @@ class LineageStore:
                 artifact,
                 wait_s,
                 cached_tokens,
+                prompt_tps,
+                gen_tps,
             ],
         )
 

@@ -111,6 +111,13 @@ ALTER TABLE summaries ADD COLUMN IF NOT EXISTS grounded INTEGER DEFAULT 0;
 ALTER TABLE summaries ADD COLUMN IF NOT EXISTS dropped INTEGER DEFAULT 0;
 """
 
+# Version 9: each answer's prompt-processing and generation speed, tokens per second (the server's
+# own timings, else measured on the stream; NULL when unknown: core/llm/openai_engine.py speeds).
+SPEED_SQL = """
+ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS prompt_tps DOUBLE;
+ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS gen_tps DOUBLE;
+"""
+
 
 def _seed_prices(conn: duckdb.DuckDBPyConnection) -> None:
     if conn.execute("SELECT count(*) FROM model_prices").fetchone()[0] == 0:
@@ -152,6 +159,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "payload JSON NOT NULL, computed_at TIMESTAMP DEFAULT current_timestamp);",
     ),
     Migration(8, "compressions and summaries: grounded, dropped", GROUNDING_SQL),
+    Migration(9, "llm_calls: prompt_tps, gen_tps", SPEED_SQL),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
