@@ -683,6 +683,16 @@ class LineageStore:
             ],
         )
 
+    def model_speed(self, partition_key: str) -> dict[str, float | int | None]:
+        """This research's model speed: the median prompt-processing and generation tokens/s over
+        its answers that measured them, and how many answers did."""
+        row = self.query(
+            "SELECT median(prompt_tps) AS prompt_tps, median(gen_tps) AS gen_tps, count(gen_tps) AS answers "
+            "FROM llm_calls WHERE partition_key = ? AND (prompt_tps IS NOT NULL OR gen_tps IS NOT NULL)",
+            [partition_key],
+        )[0]
+        return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()}
+
     def model_answers(self, partition_key: str, exclude_model: str) -> dict[str, int]:
         """This research's ``llm_calls`` rows from any model but ``exclude_model`` (the offline
         engine's label): ``asked`` (every row) and ``accepted`` (``ok``, or replayed from the

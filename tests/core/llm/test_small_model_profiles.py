@@ -147,6 +147,7 @@ def test_speeds_reach_lineage_and_progress_lines_say_the_time_left(corpus_dir, m
         "SELECT role, prompt_tps, gen_tps FROM llm_calls WHERE partition_key = ? AND status = 'ok'", [ctx.partition_key]
     )
     assert rows and all(r["prompt_tps"] == 200.0 and r["gen_tps"] == 20.0 for r in rows)
+    assert ctx.lineage.model_speed(ctx.partition_key) == {"prompt_tps": 200.0, "gen_tps": 20.0, "answers": len(rows)}
     steps = [line for line in lines if line.startswith("step ")]
     assert len(steps) == 2 and "left)" not in steps[0] and steps[1].endswith("left)")
     assert report.markdown
@@ -162,3 +163,24 @@ def test_the_estimate_extrapolates_the_parts_done():
     assert eta.note() == " (about 30 s left)"
     assert rough_duration(5400) == "1 h 30 min" and rough_duration(1) == "5 s"
     assert json.dumps(eta.left_s())
+
+
+def test_the_closing_figures_give_the_answers_accepted_and_the_model_speed(capsys):
+    from deepresearch_dagster.cli.research import _print_figures
+
+    summary = {
+        **dict.fromkeys(("tool_calls", "useful", "llm_calls", "raw_tokens", "injected_tokens"), 1),
+        "context_reduction": 90.0,
+        "sufficiency_scores": [],
+        "verified_citations": 3,
+        "unverified_citations": 0,
+        "fallbacks": {},
+        "budget": {"wall_s": {"spent": 936.0, "cap": 3600.0}},
+        "model_answers": {"asked": 17, "accepted": 16},
+        "model_speed": {"prompt_tps": 41.26, "gen_tps": 2.94, "answers": 16},
+        **dict.fromkeys(("report_md", "artifacts_dir", "duckdb"), "x"),
+    }
+    _print_figures(summary)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "model answers accepted │ 16 of 17" in out
+    assert "prompt 41.3 tokens/s, answer 2.9 tokens/s" in out and "936.0 s of 3,600.0 s" in out
