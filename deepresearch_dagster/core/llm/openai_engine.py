@@ -45,9 +45,13 @@ roles use their fallbacks) only after :data:`LATCH_FAILURES` consecutive transpo
 at least two requests, one of which failed after all its retries. Any answer from the server
 clears the count, so one reset never takes every role sharing the server down.
 
-**Context, truncation, timeouts.** A context overflow halves the longest message; the shrink is
-remembered (by the message's original content) and applied to every later request carrying that
-message, so a repair round or the next report section does not re-send the un-shrunk prompt.
+**Context, truncation, timeouts.** Every request is fitted to the model's context window before
+it is sent (:func:`fit_messages`; the window is configured, read from the server once, or named by
+its first overflow error: ``core/llm/server_info.py``), and a llama.cpp ``llama-server`` is asked
+to keep its prompt cache (``cache_prompt``). An overflow that names no new window halves the
+longest message; the shrink is remembered (by the message's original content) and applied to
+every later request carrying that message, so a repair round or the next report section does not
+re-send the un-shrunk prompt.
 ``finish_reason == "length"`` on a structured call is retried once with twice the
 ``max_tokens``; if it is still cut, the ``Completion`` says ``truncated=True``. The client timeout
 is ``base + max_tokens / tokens_per_s`` (capped); after a timeout the next attempt waits twice as
