@@ -191,6 +191,11 @@ class Capabilities:
     # may also be learned from an overflow error that names it.
     server_kind: str | None = None  # None: not asked yet
     context_window: int | None = None
+    # The slowest prompt-processing and generation speeds (tokens/s) measured on this server's
+    # answers: a server slower than assumed gets longer silence windows and answer deadlines from
+    # then on (never shorter ones), so a busy CPU is not mistaken for a hung server twice.
+    slowest_prompt_tps: float | None = None
+    slowest_gen_tps: float | None = None
 
 
 _CALLS = itertools.count(1)  # a process-wide id for each complete() call (failures by request)
@@ -505,18 +510,30 @@ class OpenAIEngine:
         """What each configured model's server accepts, as learned so far (for the audit)."""
         return {model: asdict(self.caps(model)) for model in dict.fromkeys(self.models.values())}
 
-    def timeout_for(self, max_tokens: int | None) -> float:
-        """Base timeout plus the time ``max_tokens`` take at ``tokens_per_s`` (capped)."""
-        if not max_tokens or self.tokens_per_s <= 0:
+    def timeout_for(self, max_tokens: int | None, caps: Capabilities | None = None) -> float:
+        """Base timeout plus the time ``max_tokens`` take at ``tokens_per_s``, or at the server's
+        slowest measured generation speed when that is slower (capped)."""
+        rate = min(filter(None, (self.tokens_per_s, caps and caps.slowest_gen_tps)), default=0.0)
+        if not max_tokens or rate <= 0:
             return self.timeout
-        return self.timeout + min(MAX_EXTRA_TIMEOUT_S, max_tokens / self.tokens_per_s)
+        return self.timeout + min(MAX_EXTRA_TIMEOUT_S, max_tokens / rate)
 
-    def idle_window(self, prompt_text: str) -> float | None:
+    def idle_window(self, prompt_text: str, caps: Capabilities | None = None) -> float | None:
         """How long a streamed answer may stay silent: the idle timeout plus the time the server
-        needs to read the prompt before its first token (see :data:`PROMPT_TOKENS_PER_S`)."""
+        needs to read the prompt before its first token (at :data:`PROMPT_TOKENS_PER_S`, or at its
+        slowest measured prompt speed when that is slower)."""
         if not self.idle_timeout:
             return None
-        return self.idle_timeout + estimate_tokens(prompt_text) / PROMPT_TOKENS_PER_S
+        rate = min(filter(None, (PROMPT_TOKENS_PER_S, caps and caps.slowest_prompt_tps)))
+        return self.idle_timeout + estimate_tokens(prompt_text) / rate
+
+    @staticmethod
+    def _measured(caps: Capabilities, completion: Completion) -> None:
+        with _REGISTRY_LOCK:
+            if completion.prompt_tps:
+                caps.slowest_prompt_tps = min(filter(None, (caps.slowest_prompt_tps, completion.prompt_tps)))
+            if completion.gen_tps:
+                caps.slowest_gen_tps = min(filter(None, (caps.slowest_gen_tps, completion.gen_tps)))
 
     @staticmethod
     def _format(rung: str, json_schema: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -642,7 +659,7 @@ class OpenAIEngine:
         messages, origins = self._apply_shrinks(messages)
         max_tokens = self.max_tokens.get(role)
         window = self.context_window(model)
-        timeout = self.timeout_for(max_tokens)
+        timeout = self.timeout_for(max_tokens, caps)
         used_prompt = used_completion = used_cached = 0
         shrinks = n = timeouts = 0
         widened = whole = False
@@ -682,7 +699,7 @@ class OpenAIEngine:
                 if self.local and caps.progress_events:
                     # llama-server is otherwise silent while it reads the prompt (minutes on a CPU).
                     extra["return_progress"] = True
-                silence = self.idle_window(prompt_text)
+                silence = self.idle_window(prompt_text, caps)
                 watch = IdleWatch(silence, progress_of(self.base_url)) if silence else None
             if extra:
                 kwargs["extra_body"] = extra
@@ -821,6 +838,7 @@ class OpenAIEngine:
             else:
                 self._answered(caps)
                 completion = self._completion(response, model, prompt_text, started, attempts)
+                self._measured(caps, completion)
                 used_prompt += completion.prompt_tokens
                 used_completion += completion.completion_tokens
                 used_cached += completion.cached_tokens
@@ -842,7 +860,7 @@ class OpenAIEngine:
                         )
                     )
                     max_tokens *= 2
-                    timeout = max(timeout, self.timeout_for(max_tokens))
+                    timeout = max(timeout, self.timeout_for(max_tokens, caps))
                     continue
                 completion.prompt_tokens, completion.completion_tokens = used_prompt, used_completion
                 completion.cached_tokens = used_cached

@@ -184,3 +184,18 @@ def test_the_closing_figures_give_the_answers_accepted_and_the_model_speed(capsy
     out = " ".join(capsys.readouterr().out.split())
     assert "model answers accepted │ 16 of 17" in out
     assert "prompt 41.3 tokens/s, answer 2.9 tokens/s" in out and "936.0 s of 3,600.0 s" in out
+
+
+def test_a_server_slower_than_assumed_gets_longer_windows_and_deadlines_never_shorter(fake_openai):
+    engine = _engine(fake_openai, timeout=5.0)
+    caps, long_prompt = engine.caps(DEFAULT_MODELS["compressor"]), "word " * 2000
+    before = engine.idle_window(long_prompt, caps), engine.timeout_for(100, caps)
+    fake_openai.stream_interval_s = 0.1  # a slow writer...
+    fake_openai.script("compressor", {"sleep": 1.0})  # ...and a slow reader
+    slow = engine.complete("compressor", [SYSTEM, {"role": "user", "content": "Parks cool."}], {}, json_schema=SCHEMA)
+    assert slow.prompt_tps < 100 and slow.gen_tps < 20  # slower than the assumed 100 and 20 tokens/s
+    after = engine.idle_window(long_prompt, caps), engine.timeout_for(100, caps)
+    assert after[0] > before[0] and after[1] > before[1]
+    fake_openai.stream_interval_s = 0.0
+    engine.complete("compressor", [SYSTEM, {"role": "user", "content": "Roofs."}], {}, json_schema=SCHEMA)
+    assert (engine.idle_window(long_prompt, caps), engine.timeout_for(100, caps)) == after
