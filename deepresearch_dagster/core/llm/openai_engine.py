@@ -362,13 +362,17 @@ FIT_MIN_CHARS = 400  # a message is never cut below this many characters
 FIT_NOTE = "\n[... {n} characters cut to fit the model's context window of {window} tokens]"
 
 
-def fit_messages(messages: list[dict[str, Any]], window: int, max_tokens: int | None) -> list[dict[str, Any]]:
-    """``messages`` cut to fit a context window of ``window`` tokens with room for the answer:
-    the longest message loses its tail first (its head is kept, and the cut is named), the
-    instructions (system messages) only when nothing else is left to cut. Deterministic, and
-    unchanged when the messages already fit."""
+def fit_messages(
+    messages: list[dict[str, Any]], window: int, max_tokens: int | None, tools: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """``messages`` cut to fit a context window of ``window`` tokens with room for the answer and
+    the tool definitions (the chat template writes them into the prompt): the longest message
+    loses its tail first (its head is kept, and the cut is named), the instructions (system
+    messages) only when nothing else is left to cut. Deterministic, and unchanged when the
+    messages already fit."""
     answer = min(max_tokens or 0, window // 2)
     budget = int((window - answer - FIT_FRAMING_TOKENS * (len(messages) + 1)) * FIT_CHARS_PER_TOKEN)
+    budget -= len(json.dumps(tools)) if tools else 0
     sizes = [len(_text(m.get("content"))) for m in messages]
     excess = sum(sizes) - budget
     if excess <= 0:
@@ -670,7 +674,7 @@ class OpenAIEngine:
             call.transport = False
             send_tools = tools if tools and caps.tools else None
             rung = caps.response_format
-            sent = fit_messages(messages, window, max_tokens) if window else messages
+            sent = fit_messages(messages, window, max_tokens, send_tools) if window else messages
             kwargs: dict[str, Any] = {
                 "model": model,
                 "messages": normalize_messages(sent, fold_system=not caps.system_role),

@@ -128,6 +128,13 @@ def test_a_server_that_names_its_window_only_in_an_overflow_error_is_fitted_from
     assert first.gen_tps is not None and first.prompt_tps is not None  # measured on the stream
 
 
+def test_tool_definitions_take_their_share_of_the_window():
+    messages = [{"role": "user", "content": "x" * 8000}]
+    tools = [{"type": "function", "function": {"name": "read", "description": "d" * 2000}}]
+    plain, with_tools = _size(fit_messages(messages, 2048, 256)), _size(fit_messages(messages, 2048, 256, tools))
+    assert plain - with_tools >= len(json.dumps(tools)) - 100
+
+
 def test_a_configured_window_wins_and_no_server_question_is_needed(fake_openai):
     engine = _engine(fake_openai, context_window=1024)
     engine.complete("compressor", [SYSTEM, {"role": "user", "content": "Parks cool. " * 3000}], {}, json_schema=SCHEMA)
