@@ -172,6 +172,8 @@ def _print_figures(summary: dict[str, Any]) -> None:
             "model speed (median)",
             f"prompt {figure(speed['prompt_tps'], 'tokens/s', 1)}, answer {figure(speed['gen_tps'], 'tokens/s', 1)}",
         )
+    if speed["overall_tps"]:
+        table.add_row("answer tokens per model second", figure(speed["overall_tps"], "tokens/s", 2))
     units = {"tokens": ("tokens", 0), "dollars": ("$", 4), "llm_calls": ("calls", 0), "tool_calls": ("calls", 0)}
     for dim, figures in summary["budget"].items():
         unit, digits = units.get(dim, ("s", 1) if dim.endswith("_s") else ("", 0))

@@ -8,12 +8,13 @@ network (a hosted API has no such endpoints, and its windows are larger than any
   (``cache_prompt``) in the engine;
 - Ollama: ``POST /api/show {"model": …}`` → ``num_ctx`` of the model's parameters when its
   Modelfile sets one, else Ollama's own default (:data:`OLLAMA_DEFAULT_CTX`), never more than
-  the model's ``<arch>.context_length``;
-- vLLM: ``GET /v1/models`` → the model's ``max_model_len``.
+  the model's ``<arch>.context_length``.
 
-A server that says nothing (llama-cpp-python, LM Studio) still names its window when a prompt
-overflows it (``Requested tokens (9210) exceed context window of 8192``):
-:func:`window_from_error` reads it so every later prompt is fitted before it is sent.
+A server that says nothing (llama-cpp-python, LM Studio, vLLM) still names its window when a
+prompt overflows it (``Requested tokens (9210) exceed context window of 8192``, ``maximum context
+length is 32768 tokens``): :func:`window_from_error` reads it so every later prompt is fitted
+before it is sent. vLLM's ``GET /v1/models`` (``max_model_len``) is not asked: on llama-cpp-python
+that request ends any answer being streamed to another client (``interrupt_requests``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ _WINDOW_IN_ERROR = re.compile(
 
 @dataclass(frozen=True)
 class ServerInfo:
-    kind: str = "unknown"  # llama.cpp | ollama | vllm | unknown
+    kind: str = "unknown"  # llama.cpp | ollama | unknown
     context_window: int | None = None
 
 
@@ -65,14 +66,6 @@ def ollama_window(show: Any) -> int | None:
     match = re.search(r"^\s*num_ctx\s+(\d+)", str(show.get("parameters") or ""), re.MULTILINE)
     window = int(match.group(1)) if match else OLLAMA_DEFAULT_CTX
     return min(window, limit) if limit else window
-
-
-def vllm_window(models: Any, model: str) -> int | None:
-    data = models.get("data") if isinstance(models, dict) else None
-    for entry in data if isinstance(data, list) else []:
-        if isinstance(entry, dict) and entry.get("id") == model:
-            return _positive(entry.get("max_model_len"))
-    return None
 
 
 def probe(
@@ -106,8 +99,6 @@ def probe(
                 return ServerInfo("llama.cpp", window)
             if (window := ollama_window(ask(client, "POST", f"{root}/api/show", {"model": model}))) is not None:
                 return ServerInfo("ollama", window)
-            if (window := vllm_window(ask(client, "GET", f"{root}/v1/models"), model)) is not None:
-                return ServerInfo("vllm", window)
     except Silent:
         pass
     return ServerInfo()

@@ -1,5 +1,5 @@
 """Small-model profiles (issue 24 item 4): the context window read from the server (llama.cpp
-``/props``, Ollama ``/api/show``, vLLM ``/v1/models``, or named by an overflow error), every prompt
+``/props``, Ollama ``/api/show``, or named by an overflow error), every prompt
 fitted to it, llama.cpp's prompt cache asked for, each answer's prompt-processing and generation
 speed in lineage, and the expected remaining time in the progress lines."""
 
@@ -24,7 +24,6 @@ from deepresearch_dagster.core.llm.server_info import (
     OLLAMA_DEFAULT_CTX,
     llamacpp_window,
     ollama_window,
-    vllm_window,
     window_from_error,
 )
 from deepresearch_dagster.core.pipeline import run_research
@@ -55,8 +54,6 @@ def test_each_servers_answer_gives_its_window():
     assert ollama_window(show) == 16384
     assert ollama_window({"model_info": {"qwen2.context_length": 32768}}) == OLLAMA_DEFAULT_CTX
     assert ollama_window({"model_info": {"gemma3.context_length": 2048}}) == 2048  # never above the model's
-    assert vllm_window({"data": [{"id": "q", "max_model_len": 32768}]}, "q") == 32768
-    assert vllm_window({"data": [{"id": "other", "max_model_len": 32768}]}, "q") is None
 
 
 def test_overflow_errors_name_the_window():
@@ -154,7 +151,13 @@ def test_speeds_reach_lineage_and_progress_lines_say_the_time_left(corpus_dir, m
         "SELECT role, prompt_tps, gen_tps FROM llm_calls WHERE partition_key = ? AND status = 'ok'", [ctx.partition_key]
     )
     assert rows and all(r["prompt_tps"] == 200.0 and r["gen_tps"] == 20.0 for r in rows)
-    assert ctx.lineage.model_speed(ctx.partition_key) == {"prompt_tps": 200.0, "gen_tps": 20.0, "answers": len(rows)}
+    speed = ctx.lineage.model_speed(ctx.partition_key)
+    assert {k: speed[k] for k in ("prompt_tps", "gen_tps", "answers")} == {
+        "prompt_tps": 200.0,
+        "gen_tps": 20.0,
+        "answers": len(rows),
+    }
+    assert speed["overall_tps"] > 0
     steps = [line for line in lines if line.startswith("step ")]
     assert len(steps) == 2 and "left)" not in steps[0] and steps[1].endswith("left)")
     assert report.markdown
@@ -184,13 +187,14 @@ def test_the_closing_figures_give_the_answers_accepted_and_the_model_speed(capsy
         "fallbacks": {},
         "budget": {"wall_s": {"spent": 936.0, "cap": 3600.0}},
         "model_answers": {"asked": 17, "accepted": 16},
-        "model_speed": {"prompt_tps": 41.26, "gen_tps": 2.94, "answers": 16},
+        "model_speed": {"prompt_tps": 41.26, "gen_tps": 2.94, "answers": 16, "overall_tps": 1.923},
         **dict.fromkeys(("report_md", "artifacts_dir", "duckdb"), "x"),
     }
     _print_figures(summary)
     out = " ".join(capsys.readouterr().out.split())
     assert "model answers accepted │ 16 of 17" in out
     assert "prompt 41.3 tokens/s, answer 2.9 tokens/s" in out and "936.0 s of 3,600.0 s" in out
+    assert "answer tokens per model second │ 1.92 tokens/s" in out
 
 
 def test_a_server_slower_than_assumed_gets_longer_windows_and_deadlines_never_shorter(fake_openai):
