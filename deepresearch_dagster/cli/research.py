@@ -138,7 +138,7 @@ def _summary(lineage: Any, key: str, settings: Any, partition_dir: Path) -> dict
         # Model requests made and answers accepted; accepted 0 of many: the fallbacks wrote it all.
         "model_answers": lineage.model_answers(key, OFFLINE_MODEL),
         # Median tokens/s of the model's answers (prompt read, answer written); None: not measured.
-        "model_speed": lineage.model_speed(key),
+        "model_speed": lineage.model_speed(key, OFFLINE_MODEL),
         "budget": budget,
     }
 

@@ -683,16 +683,17 @@ class LineageStore:
             ],
         )
 
-    def model_speed(self, partition_key: str) -> dict[str, float | int | None]:
+    def model_speed(self, partition_key: str, exclude_model: str) -> dict[str, float | int | None]:
         """This research's model speed: the median prompt-processing and generation tokens/s over
         its answers that measured them (``answers``: how many did), and ``overall_tps``, the
         answers' tokens over the time their calls took (prompt reading included; known for every
-        answer the model was asked for, read whole or streamed)."""
+        answer the model was asked for, read whole or streamed); ``exclude_model``: the offline
+        engine's label."""
         row = self.query(
             "SELECT median(prompt_tps) AS prompt_tps, median(gen_tps) AS gen_tps, count(gen_tps) AS answers, "
             "sum(completion_tokens) / nullif(sum(latency_ms) / 1000, 0) AS overall_tps "
-            "FROM llm_calls WHERE partition_key = ? AND status IN ('ok', 'invalid') AND latency_ms > 0",
-            [partition_key],
+            "FROM llm_calls WHERE partition_key = ? AND model <> ? AND status IN ('ok', 'invalid') AND latency_ms > 0",
+            [partition_key, exclude_model],
         )[0]
         return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()}
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from deepresearch_dagster.core.config import DEFAULT_MODELS, ResearchSettings
 from deepresearch_dagster.core.eta import Eta, rough_duration
+from deepresearch_dagster.core.heuristics import OFFLINE_MODEL
 from deepresearch_dagster.core.llm.openai_engine import (
     FIT_CHARS_PER_TOKEN,
     FIT_FRAMING_TOKENS,
@@ -151,7 +152,7 @@ def test_speeds_reach_lineage_and_progress_lines_say_the_time_left(corpus_dir, m
         "SELECT role, prompt_tps, gen_tps FROM llm_calls WHERE partition_key = ? AND status = 'ok'", [ctx.partition_key]
     )
     assert rows and all(r["prompt_tps"] == 200.0 and r["gen_tps"] == 20.0 for r in rows)
-    speed = ctx.lineage.model_speed(ctx.partition_key)
+    speed = ctx.lineage.model_speed(ctx.partition_key, OFFLINE_MODEL)
     assert {k: speed[k] for k in ("prompt_tps", "gen_tps", "answers")} == {
         "prompt_tps": 200.0,
         "gen_tps": 20.0,
