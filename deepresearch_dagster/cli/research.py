@@ -139,6 +139,8 @@ def _summary(lineage: Any, key: str, settings: Any, partition_dir: Path) -> dict
         "reporter_model": report.get("reporter_model"),
         # Model requests made and answers accepted; accepted 0 of many: the fallbacks wrote it all.
         "model_answers": lineage.model_answers(key, OFFLINE_MODEL),
+        # Median tokens/s of the model's answers (prompt read, answer written); None: not measured.
+        "model_speed": lineage.model_speed(key, OFFLINE_MODEL),
         "budget": budget,
     }
 
@@ -175,6 +177,17 @@ def _print_figures(summary: dict[str, Any]) -> None:
         table.add_row("report critique", critique_line(summary["critique"], summary["drafts"]))
     fallbacks = ", ".join(f"{role} {n}" for role, n in sorted(summary["fallbacks"].items()) if n)
     table.add_row("fallbacks used", fallbacks or "none")
+    answers = summary["model_answers"]
+    if answers["asked"]:
+        table.add_row("model answers accepted", f"{answers['accepted']} of {answers['asked']}")
+    speed = summary["model_speed"]
+    if speed["answers"]:
+        table.add_row(
+            "model speed (median)",
+            f"prompt {figure(speed['prompt_tps'], 'tokens/s', 1)}, answer {figure(speed['gen_tps'], 'tokens/s', 1)}",
+        )
+    if speed["overall_tps"]:
+        table.add_row("answer tokens per model second", figure(speed["overall_tps"], "tokens/s", 2))
     units = {"tokens": ("tokens", 0), "dollars": ("$", 4), "llm_calls": ("calls", 0), "tool_calls": ("calls", 0)}
     for dim, figures in summary["budget"].items():
         unit, digits = units.get(dim, ("s", 1) if dim.endswith("_s") else ("", 0))

@@ -200,6 +200,9 @@ class ResearchSettings(BaseModel):
     # core/llm/openai_engine.PROMPT_TOKENS_PER_S) is cut long before the whole answer's deadline.
     llm_stream: bool = True
     llm_idle_timeout_s: float = Field(default=30.0, gt=0.0, allow_inf_nan=False)
+    # The models' context window in tokens; unset: read from the server when it says
+    # (core/llm/server_info.py), and every prompt is fitted to it.
+    context_window: int | None = Field(default=None, gt=256)
     # "raw" injects whole tool outputs instead of summaries: the baseline for benchmarks only.
     context_mode: Literal["compressed", "raw"] = "compressed"
     # Role -> replacement prompt file (replays: recompress with another prompt version).
@@ -281,6 +284,7 @@ ENV_VARS = {
     "llm_tokens_per_s": "DEEPRESEARCH_LLM_TOKENS_PER_S",
     "llm_stream": "DEEPRESEARCH_LLM_STREAM",
     "llm_idle_timeout_s": "DEEPRESEARCH_LLM_IDLE_TIMEOUT",
+    "context_window": "DEEPRESEARCH_CONTEXT_WINDOW",
     "max_steps": "DEEPRESEARCH_MAX_STEPS",
     "max_tool_calls_per_step": "DEEPRESEARCH_MAX_TOOL_CALLS_PER_STEP",
     "max_sources_per_step": "DEEPRESEARCH_MAX_SOURCES_PER_STEP",

@@ -23,6 +23,7 @@ logger = logging.getLogger("deepresearch")
 
 _ENGINE_FIELDS = {
     "models",
+    "context_window",
     "openai_base_url",
     "llm_timeout_s",
     "temperature",
@@ -67,6 +68,7 @@ def _openai_engine(config: str, api_key: str | None) -> Engine:
         tokens_per_s=c["llm_tokens_per_s"],
         stream=c["llm_stream"],
         idle_timeout=c["llm_idle_timeout_s"],
+        context_window=c["context_window"],
     )
 
 

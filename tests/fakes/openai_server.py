@@ -44,6 +44,14 @@ with ``modes=("llamacpp", "strict_alternation")``) reproduce what real servers d
   that does not say it; a sentence rewrite (``reporter_rewrite``) quotes the source's last summary
   sentence, cited (:func:`uncited_prose_answer`).
 
+``n_ctx=4096`` makes it a llama.cpp ``llama-server`` with that context window: ``GET /props``
+says it (``default_generation_settings.n_ctx``), a prompt longer than the window (4 characters a
+token, its ``usage`` count) is refused with llama-server's HTTP 400 ``exceed_context_size_error``,
+and answers carry llama.cpp's ``timings`` (``prompt_per_second``, ``predicted_per_second``,
+``cache_n``: the prompt tokens shared with the previous request when it asked ``cache_prompt``).
+``window_in_error=8192`` is llama-cpp-python instead: no ``/props``, and a longer prompt is refused
+with its HTTP 400 ``Requested tokens (N) exceed context window of 8192``.
+
 A request with ``"stream": true`` is answered as server-sent events, like the real servers: a role
 delta, the content (and tool-call arguments) in pieces, a chunk with the ``finish_reason``, a usage
 chunk when ``stream_options.include_usage`` is set, then ``data: [DONE]``; ``stream_interval_s``
@@ -55,6 +63,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
 import random
 import re
 import select
@@ -449,6 +458,8 @@ class FakeOpenAIServer:
         truncate_need: int = 1200,
         first_s: float = 2.0,
         stream_interval_s: float = 0.0,
+        n_ctx: int | None = None,
+        window_in_error: int | None = None,
     ) -> None:
         """``latency_s`` is added to every answer, like a model's response time (benchmarks)."""
         self.latency_s = latency_s
@@ -458,6 +469,9 @@ class FakeOpenAIServer:
         self.truncate_need = truncate_need
         self.first_s = first_s
         self.stream_interval_s = stream_interval_s
+        self.n_ctx = n_ctx
+        self.window_in_error = window_in_error
+        self.previous_prompt = ""  # n_ctx: the last prompt read, for cache_n
         self.streaming: set[threading.Event] = set()  # interrupt_streams: one event per open stream
         self.requests: list[dict[str, Any]] = []
         self.obeyed_urls: set[str] = set()  # obedient: the URLs it asked to fetch
@@ -549,6 +563,8 @@ class FakeOpenAIServer:
             self.requests.append(body)
         if (error := self._capability_error(role, body)) is not None:
             return error
+        if (error := self._overflow_error(role, body)) is not None:
+            return error
         with self.lock:
             scripted = self.scripts[role].popleft() if self.scripts[role] else None
         if isinstance(scripted, dict) and "status" in scripted:
@@ -565,6 +581,28 @@ class FakeOpenAIServer:
         if body.get("stream"):
             return 200, {"Content-Type": "text/event-stream"}, _events(answer, body)
         return 200, {}, json.dumps(answer).encode()
+
+    def _overflow_error(self, role: str, body: dict[str, Any]) -> tuple[int, dict, bytes] | None:
+        tokens = _prompt_chars(body) // 4
+        if self.n_ctx and tokens > self.n_ctx:
+            message = f"request ({tokens} tokens) exceeds the available context size ({self.n_ctx} tokens)"
+            return self._reject(role, 400, message, "exceed_context_size_error")
+        if self.window_in_error and tokens > self.window_in_error:
+            message = f"Requested tokens ({tokens}) exceed context window of {self.window_in_error}"
+            return self._reject(role, 400, message)
+        return None
+
+    def _timings(self, body: dict[str, Any]) -> dict[str, Any]:
+        """llama-server's figures: the prompt tokens shared with the previous request are cached
+        (when it asked ``cache_prompt``), the rest read at 200 tokens/s, 7 tokens generated at 20/s."""
+        prompt = "".join(str(m.get("content") or "") for m in body["messages"])
+        with self.lock:
+            shared = 0
+            if body.get("cache_prompt"):
+                shared = len(os.path.commonprefix([prompt, self.previous_prompt]))  # noqa: RUF071 - characters, not paths
+            self.previous_prompt = prompt
+        return {"cache_n": shared // 4, "prompt_n": (len(prompt) - shared) // 4, "prompt_per_second": 200.0,
+                "predicted_n": 7, "predicted_per_second": 20.0}  # fmt: skip
 
     def _generated(self, role: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """What the weak / schema-driven models answer instead of the role's default."""
@@ -623,8 +661,9 @@ class FakeOpenAIServer:
                 {"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
                 for i, (n, a) in enumerate(answer["tool_calls"])
             ]
-        prompt_chars = sum(len(str(m.get("content") or "")) for m in body["messages"])
+        prompt_chars = _prompt_chars(body)
         return {
+            **({"timings": self._timings(body)} if self.n_ctx else {}),
             "id": "chatcmpl-fake",
             "object": "chat.completion",
             "created": 0,
@@ -656,6 +695,13 @@ class FakeOpenAIServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if server.n_ctx and self.path.rstrip("/").endswith("/props"):
+                    props = {"default_generation_settings": {"n_ctx": server.n_ctx}, "total_slots": 1}
+                    self._send(200, {}, json.dumps(props).encode())
+                else:
+                    self.send_error(404)
+
             def do_POST(self) -> None:
                 if not self.path.endswith("/chat/completions"):
                     self.send_error(404)
@@ -742,6 +788,10 @@ def _events(answer: dict[str, Any], body: dict[str, Any]) -> list[bytes]:
     if (body.get("stream_options") or {}).get("include_usage"):
         chunks.append({**base, "choices": [], "usage": answer["usage"]})
     return [f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"]
+
+
+def _prompt_chars(body: dict[str, Any]) -> int:
+    return sum(len(str(m.get("content") or "")) for m in body["messages"])
 
 
 def _disconnected(connection: socket.socket) -> bool:

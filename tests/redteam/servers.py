@@ -82,7 +82,8 @@ class FaultyProxy(_HostileServer):
     """A proxy in front of a (fake) model server that breaks chosen requests, in arrival order:
     ``faults`` holds one entry per request, ``"reset"`` (the connection is reset before any
     answer), ``"cut"`` (the answer's bytes stop half-way, then the connection closes), ``"hang"``
-    (accepts, never answers) or ``"pass"``; requests past the list pass. ``faults`` can be
+    (accepts, never answers) or ``"pass"``; requests past the list pass. Only model calls
+    (``/chat/completions``) count: the engine's questions about the server pass. ``faults`` can be
     extended while the proxy runs. Counts what it did in ``done``."""
 
     def __init__(self, upstream: str, faults: list[str] | None = None) -> None:
@@ -133,9 +134,13 @@ class FaultyProxy(_HostileServer):
                 request = self._request(conn)
                 if not request:
                     return
-                with self._lock:
-                    fault = self.faults[len(self.done)] if len(self.done) < len(self.faults) else "pass"
-                    self.done.append(fault)
+                # Faults are for model calls: the engine's one-time questions about the server
+                # (GET /props, POST /api/show) pass through and are not counted.
+                fault = "pass"
+                if b"/chat/completions" in request.split(b"\r\n", 1)[0]:
+                    with self._lock:
+                        fault = self.faults[len(self.done)] if len(self.done) < len(self.faults) else "pass"
+                        self.done.append(fault)
                 if fault == "reset":
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     return

@@ -50,6 +50,11 @@ class Completion:
     # Prompt tokens the provider served from its prompt cache (OpenAI / vLLM
     # ``usage.prompt_tokens_details.cached_tokens``, llama.cpp ``timings.cache_n``); 0 when unreported.
     cached_tokens: int = 0
+    # Prompt-processing and generation speed of the answering attempt, tokens per second: the
+    # server's own figures when it reports them (llama.cpp ``timings``), else measured on the
+    # stream (time to the first token, then the rest); None when neither is known.
+    prompt_tps: float | None = None
+    gen_tps: float | None = None
 
 
 class Engine(Protocol):

@@ -45,9 +45,13 @@ roles use their fallbacks) only after :data:`LATCH_FAILURES` consecutive transpo
 at least two requests, one of which failed after all its retries. Any answer from the server
 clears the count, so one reset never takes every role sharing the server down.
 
-**Context, truncation, timeouts.** A context overflow halves the longest message; the shrink is
-remembered (by the message's original content) and applied to every later request carrying that
-message, so a repair round or the next report section does not re-send the un-shrunk prompt.
+**Context, truncation, timeouts.** Every request is fitted to the model's context window before
+it is sent (:func:`fit_messages`; the window is configured, read from the server once, or named by
+its first overflow error: ``core/llm/server_info.py``), and a llama.cpp ``llama-server`` is asked
+to keep its prompt cache (``cache_prompt``). An overflow that names no new window halves the
+longest message; the shrink is remembered (by the message's original content) and applied to
+every later request carrying that message, so a repair round or the next report section does not
+re-send the un-shrunk prompt.
 ``finish_reason == "length"`` on a structured call is retried once with twice the
 ``max_tokens``; if it is still cut, the ``Completion`` says ``truncated=True``. The client timeout
 is ``base + max_tokens / tokens_per_s`` (capped); after a timeout the next attempt waits twice as
@@ -95,6 +99,7 @@ from ..web.deadline import (
     remaining,
 )
 from .engine import Attempt, Completion, EngineError, ToolCallRequest
+from .server_info import PROBE_TIMEOUT_S, ServerInfo, probe, window_from_error
 
 _OVERFLOW_MARKERS = (
     "context_length_exceeded",
@@ -182,6 +187,15 @@ class Capabilities:
     failures: int = 0
     failed_calls: set[int] = field(default_factory=set, repr=False)
     exhausted_calls: int = 0
+    # What the server says about itself (core/llm/server_info.py), asked once; its context window
+    # may also be learned from an overflow error that names it.
+    server_kind: str | None = None  # None: not asked yet
+    context_window: int | None = None
+    # The slowest prompt-processing and generation speeds (tokens/s) measured on this server's
+    # answers: a server slower than assumed gets longer silence windows and answer deadlines from
+    # then on (never shorter ones), so a busy CPU is not mistaken for a hung server twice.
+    slowest_prompt_tps: float | None = None
+    slowest_gen_tps: float | None = None
 
 
 _CALLS = itertools.count(1)  # a process-wide id for each complete() call (failures by request)
@@ -337,6 +351,49 @@ def _halved(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "content": content[: len(content) // 2] + "\n[... truncated to fit the model's context window]"}
 
 
+# Fitting a prompt to the server's context window (read from the server, core/llm/server_info.py):
+# prompt tokens are estimated at FIT_CHARS_PER_TOKEN characters each (BPE tokenizers average about
+# 4 on English prose, fewer on figures and markup: the estimate errs towards a shorter prompt), with
+# FIT_FRAMING_TOKENS per message for the chat template, and the answer keeps its max_tokens (at most
+# half the window).
+FIT_CHARS_PER_TOKEN = 3.0
+FIT_FRAMING_TOKENS = 16
+FIT_MIN_CHARS = 400  # a message is never cut below this many characters
+FIT_NOTE = "\n[... {n} characters cut to fit the model's context window of {window} tokens]"
+
+
+def fit_messages(
+    messages: list[dict[str, Any]], window: int, max_tokens: int | None, tools: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """``messages`` cut to fit a context window of ``window`` tokens with room for the answer and
+    the tool definitions (the chat template writes them into the prompt): the longest message
+    loses its tail first (its head is kept, and the cut is named), the instructions (system
+    messages) only when nothing else is left to cut. Deterministic, and unchanged when the
+    messages already fit."""
+    answer = min(max_tokens or 0, window // 2)
+    budget = int((window - answer - FIT_FRAMING_TOKENS * (len(messages) + 1)) * FIT_CHARS_PER_TOKEN)
+    budget -= len(json.dumps(tools)) if tools else 0
+    sizes = [len(_text(m.get("content"))) for m in messages]
+    excess = sum(sizes) - budget
+    if excess <= 0:
+        return messages
+    out = list(messages)
+    for system in (False, True):
+        cuttable = [i for i, m in enumerate(out) if (m.get("role") == "system") == system]
+        order = sorted((i for i in cuttable if isinstance(out[i].get("content"), str)), key=lambda i: -sizes[i])
+        for i in order:
+            if excess <= 0:
+                return out
+            note = FIT_NOTE.format(n=0, window=window)
+            cut = min(excess + len(note) + 8, sizes[i] - FIT_MIN_CHARS)
+            if cut <= len(note):
+                continue
+            content = _text(out[i]["content"])
+            out[i] = {**out[i], "content": content[: len(content) - cut] + FIT_NOTE.format(n=cut, window=window)}
+            excess -= cut - len(FIT_NOTE.format(n=cut, window=window))
+    return out
+
+
 def _text(content: Any) -> str:
     if content is None:
         return ""
@@ -402,6 +459,7 @@ class OpenAIEngine:
         tokens_per_s: float | None = None,
         stream: bool = True,
         idle_timeout: float | None = 30.0,
+        context_window: int | None = None,
     ) -> None:
         self.models = models
         # Local servers accept any key; the SDK insists on one being set.
@@ -420,6 +478,7 @@ class OpenAIEngine:
         self.stream = stream
         self.local = on_local_network(self.base_url)
         self.idle_timeout = idle_timeout
+        self.configured_window = context_window  # wins over what the server says
         self.temperature = temperature if isinstance(temperature, dict) else dict.fromkeys(models, temperature)
         self.max_tokens = max_tokens or {}
         self.retry = retry or RetryPolicy()
@@ -433,23 +492,52 @@ class OpenAIEngine:
     def caps(self, model: str) -> Capabilities:
         return capabilities_for(self.base_url, model, self.response_format)
 
+    def context_window(self, model: str) -> int | None:
+        """The model's context window: configured (``DEEPRESEARCH_CONTEXT_WINDOW``), else what its
+        server says (asked once per process, servers on this machine or network only), else what
+        an overflow error named; None when unknown (prompts are then sent as they are)."""
+        caps = self.caps(model)
+        if caps.server_kind is None:
+            info = ServerInfo()
+            if self.local:
+                left = remaining()  # asked within the call's time: a hung server costs its limit once
+                timeout = PROBE_TIMEOUT_S if left is None else max(0.05, min(PROBE_TIMEOUT_S, left))
+                auth = {"Authorization": f"Bearer {self.client.api_key}"} if self.client.api_key else {}
+                info = probe(self.base_url, model, auth, timeout)
+            with _REGISTRY_LOCK:
+                if caps.server_kind is None:
+                    caps.server_kind, caps.context_window = info.kind, caps.context_window or info.context_window
+        return self.configured_window or caps.context_window
+
     @property
     def capabilities(self) -> dict[str, dict[str, Any]]:
         """What each configured model's server accepts, as learned so far (for the audit)."""
         return {model: asdict(self.caps(model)) for model in dict.fromkeys(self.models.values())}
 
-    def timeout_for(self, max_tokens: int | None) -> float:
-        """Base timeout plus the time ``max_tokens`` take at ``tokens_per_s`` (capped)."""
-        if not max_tokens or self.tokens_per_s <= 0:
+    def timeout_for(self, max_tokens: int | None, caps: Capabilities | None = None) -> float:
+        """Base timeout plus the time ``max_tokens`` take at ``tokens_per_s``, or at the server's
+        slowest measured generation speed when that is slower (capped)."""
+        rate = min(filter(None, (self.tokens_per_s, caps and caps.slowest_gen_tps)), default=0.0)
+        if not max_tokens or rate <= 0:
             return self.timeout
-        return self.timeout + min(MAX_EXTRA_TIMEOUT_S, max_tokens / self.tokens_per_s)
+        return self.timeout + min(MAX_EXTRA_TIMEOUT_S, max_tokens / rate)
 
-    def idle_window(self, prompt_text: str) -> float | None:
+    def idle_window(self, prompt_text: str, caps: Capabilities | None = None) -> float | None:
         """How long a streamed answer may stay silent: the idle timeout plus the time the server
-        needs to read the prompt before its first token (see :data:`PROMPT_TOKENS_PER_S`)."""
+        needs to read the prompt before its first token (at :data:`PROMPT_TOKENS_PER_S`, or at its
+        slowest measured prompt speed when that is slower)."""
         if not self.idle_timeout:
             return None
-        return self.idle_timeout + estimate_tokens(prompt_text) / PROMPT_TOKENS_PER_S
+        rate = min(filter(None, (PROMPT_TOKENS_PER_S, caps and caps.slowest_prompt_tps)))
+        return self.idle_timeout + estimate_tokens(prompt_text) / rate
+
+    @staticmethod
+    def _measured(caps: Capabilities, completion: Completion) -> None:
+        with _REGISTRY_LOCK:
+            if completion.prompt_tps:
+                caps.slowest_prompt_tps = min(filter(None, (caps.slowest_prompt_tps, completion.prompt_tps)))
+            if completion.gen_tps:
+                caps.slowest_gen_tps = min(filter(None, (caps.slowest_gen_tps, completion.gen_tps)))
 
     @staticmethod
     def _format(rung: str, json_schema: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -574,7 +662,8 @@ class OpenAIEngine:
     ) -> Completion:
         messages, origins = self._apply_shrinks(messages)
         max_tokens = self.max_tokens.get(role)
-        timeout = self.timeout_for(max_tokens)
+        window = self.context_window(model)
+        timeout = self.timeout_for(max_tokens, caps)
         used_prompt = used_completion = used_cached = 0
         shrinks = n = timeouts = 0
         widened = whole = False
@@ -585,9 +674,10 @@ class OpenAIEngine:
             call.transport = False
             send_tools = tools if tools and caps.tools else None
             rung = caps.response_format
+            sent = fit_messages(messages, window, max_tokens, send_tools) if window else messages
             kwargs: dict[str, Any] = {
                 "model": model,
-                "messages": normalize_messages(messages, fold_system=not caps.system_role),
+                "messages": normalize_messages(sent, fold_system=not caps.system_role),
                 "temperature": self.temperature.get(role, 0.0),
             }
             if max_tokens:
@@ -599,6 +689,11 @@ class OpenAIEngine:
             streamed = self.stream and caps.stream and not whole
             prompt_text = _prompt_text(kwargs["messages"])
             watch = None
+            extra: dict[str, Any] = {}
+            if caps.server_kind == "llama.cpp":
+                # llama-server keeps the prompt's KV cache: the next request re-reads only what
+                # follows the prefix it shares (every role's instructions come first).
+                extra["cache_prompt"] = True
             if streamed:
                 # Streamed, so a server that went silent is known within the idle window instead of
                 # at the whole answer's deadline (a slow answer and a hung server look alike until then).
@@ -607,9 +702,11 @@ class OpenAIEngine:
                     kwargs["stream_options"] = {"include_usage": True}
                 if self.local and caps.progress_events:
                     # llama-server is otherwise silent while it reads the prompt (minutes on a CPU).
-                    kwargs["extra_body"] = {"return_progress": True}
-                window = self.idle_window(prompt_text)
-                watch = IdleWatch(window, progress_of(self.base_url)) if window else None
+                    extra["return_progress"] = True
+                silence = self.idle_window(prompt_text, caps)
+                watch = IdleWatch(silence, progress_of(self.base_url)) if silence else None
+            if extra:
+                kwargs["extra_body"] = extra
             started = time.perf_counter()
             try:
                 # Nested in the research's wall budget: the earlier deadline wins.
@@ -645,6 +742,13 @@ class OpenAIEngine:
                     continue
                 if is_context_overflow(exc) and shrinks < 3:
                     shrinks += 1
+                    named = window_from_error(server_message(exc))
+                    if named and not self.configured_window and named != window:
+                        # The server named its window: every later prompt is fitted to it.
+                        with _REGISTRY_LOCK:
+                            caps.context_window = window = named
+                        attempts.append(Attempt("shrink", f"context overflow: fitted to {named} tokens", _ms(started)))
+                        continue
                     attempts.append(Attempt("shrink", "context overflow: input halved", _ms(started)))
                     i = _longest(messages)
                     messages = shrink_messages(messages, i)
@@ -738,6 +842,7 @@ class OpenAIEngine:
             else:
                 self._answered(caps)
                 completion = self._completion(response, model, prompt_text, started, attempts)
+                self._measured(caps, completion)
                 used_prompt += completion.prompt_tokens
                 used_completion += completion.completion_tokens
                 used_cached += completion.cached_tokens
@@ -759,7 +864,7 @@ class OpenAIEngine:
                         )
                     )
                     max_tokens *= 2
-                    timeout = max(timeout, self.timeout_for(max_tokens))
+                    timeout = max(timeout, self.timeout_for(max_tokens, caps))
                     continue
                 completion.prompt_tokens, completion.completion_tokens = used_prompt, used_completion
                 completion.cached_tokens = used_cached
@@ -825,6 +930,7 @@ class OpenAIEngine:
             truncated=finish == "length",
             finish_reason=finish,
             cached_tokens=min(cached_prompt_tokens(response), prompt_tokens or 0),
+            **speeds(response, started, prompt_tokens, usage.completion_tokens if usage else None),
         )
 
 
@@ -893,7 +999,7 @@ def _collect(response: Any, prompt: str = "") -> Any:
     timeouts, transport = _http_errors()
     text: list[str] = []
     calls: dict[int, dict[str, str]] = {}
-    finish = model = usage = timings = None
+    finish = model = usage = timings = first = None
     chunks = 0
     try:
         for data in _sse_data(response.iter_lines()):
@@ -923,6 +1029,8 @@ def _collect(response: Any, prompt: str = "") -> Any:
             timings = chunk.get("timings") or timings
             for choice in chunk.get("choices") or []:
                 delta = choice.get("delta") or {}
+                if first is None and (delta.get("content") or delta.get("tool_calls")):
+                    first = time.perf_counter()  # the prompt is read: the first token is out
                 if delta.get("content"):
                     text.append(delta["content"])
                 for tc in delta.get("tool_calls") or []:
@@ -953,6 +1061,8 @@ def _collect(response: Any, prompt: str = "") -> Any:
         model=model,
         usage=SimpleNamespace(**usage) if counted else None,
         timings=timings,
+        first_token_at=first,
+        ended_at=time.perf_counter(),
     )
 
 
@@ -976,6 +1086,25 @@ def cached_prompt_tokens(response: Any) -> int:
         if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
             return int(value)
     return 0
+
+
+def speeds(response: Any, started: float, prompt_tokens: int, completion_tokens: int | None) -> dict[str, float | None]:
+    """Prompt-processing and generation speed (tokens/s) of one answer: llama.cpp's own
+    ``timings`` (``prompt_per_second``, ``predicted_per_second``) when it sends them, else measured
+    on the stream: the prompt tokens not served from the cache over the time to the first token,
+    the other generated tokens over the time after it. None where nothing can be measured (a
+    whole answer without timings, or too few tokens)."""
+    timings = _field(response, "timings")
+    reported = [_field(timings, k) for k in ("prompt_per_second", "predicted_per_second")]
+    out = [round(float(v), 3) if isinstance(v, int | float) and v > 0 else None for v in reported]
+    first, ended = getattr(response, "first_token_at", None), getattr(response, "ended_at", None)
+    if first is not None and ended is not None:
+        read = prompt_tokens - cached_prompt_tokens(response)
+        if out[0] is None and read > 0 and first > started:
+            out[0] = round(read / (first - started), 3)
+        if out[1] is None and completion_tokens and completion_tokens > 1 and ended > first:
+            out[1] = round((completion_tokens - 1) / (ended - first), 3)
+    return {"prompt_tps": out[0], "gen_tps": out[1]}
 
 
 def _skipped(model: str, attempts: list[Attempt]) -> Completion:

@@ -77,6 +77,8 @@ def record_completion(
         artifact,
         error,
         cached_tokens=completion.cached_tokens,
+        prompt_tps=completion.prompt_tps,
+        gen_tps=completion.gen_tps,
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..context import ResearchContext, fetch_policy, logger
 from ..errors import MODEL_FAILURES
+from ..eta import Eta
 from ..heuristics.compression import FACT_SHEET_TOKENS
 from ..llm.budget import BudgetExceeded
 from ..llm.engine import ToolCallRequest
@@ -417,12 +418,15 @@ def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
         ctx.log("the planner judged the question directly answerable and depth is 0: no tool calls")
         stop_reason = "direct_answer"
     else:
+        # The parts whose time the progress lines extrapolate: every step, then the report.
+        eta = Eta(total=len(plan.steps) + 1)
         try:
             for index, step in enumerate(plan.steps, start=1):
                 ctx.check_interrupt()
-                ctx.log(f"step {index}/{len(plan.steps)}: {step.title}")
+                ctx.log(f"step {index}/{len(plan.steps)}: {step.title}{eta.note()}")
                 execute_step(ctx, plan, step, toolbox, state)
-            stop_reason, complete = _reflect(ctx, plan, toolbox, state, rounds, followups)
+                eta.done += 1
+            stop_reason, complete = _reflect(ctx, plan, toolbox, state, rounds, followups, eta)
         except BudgetExceeded as exc:
             ctx.log(f"budget exhausted: {exc}; the report is written from what exists")
             stop_reason, complete = f"budget: {exc}", False
@@ -448,6 +452,7 @@ def _reflect(
     state: ResearchState,
     rounds: list[CriticRound],
     followups: list[PlanStep],
+    eta: Eta,
 ) -> tuple[str, bool]:
     """Critic after each pass; follow-ups while insufficient and within depth and budget."""
     settings = ctx.settings
@@ -486,9 +491,11 @@ def _reflect(
         followups.extend(steps)
         ctx.lineage.record_followup_steps(ctx.partition_key, steps, len(plan.steps) + len(followups) - len(steps))
         sources_before = set(state.sources)
+        eta.total += len(steps)
         for step in steps:
-            ctx.log(f"follow-up {step.step_id}: {step.title}")
+            ctx.log(f"follow-up {step.step_id}: {step.title}{eta.note()}")
             execute_step(ctx, plan, step, toolbox, state)
+            eta.done += 1
         if state.sources <= sources_before:
             return f"follow-up round {round_} found no new sources", False
     return "complete", True

@@ -672,11 +672,13 @@ class LineageStore:
         error: str | None = None,
         wait_s: float = 0.0,
         cached_tokens: int = 0,
+        prompt_tps: float | None = None,
+        gen_tps: float | None = None,
     ) -> None:
         self._exec(
             "INSERT INTO llm_calls (partition_key, run_id, role, model, attempt, status, error, prompt_tokens, "
-            "completion_tokens, latency_ms, artifact, wait_s, cached_tokens) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "completion_tokens, latency_ms, artifact, wait_s, cached_tokens, prompt_tps, gen_tps) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 partition_key,
                 run_id,
@@ -691,8 +693,24 @@ class LineageStore:
                 artifact,
                 wait_s,
                 cached_tokens,
+                prompt_tps,
+                gen_tps,
             ],
         )
+
+    def model_speed(self, partition_key: str, exclude_model: str) -> dict[str, float | int | None]:
+        """This research's model speed: the median prompt-processing and generation tokens/s over
+        its answers that measured them (``answers``: how many did), and ``overall_tps``, the
+        answers' tokens over the time their calls took (prompt reading included; known for every
+        answer the model was asked for, read whole or streamed); ``exclude_model``: the offline
+        engine's label."""
+        row = self.query(
+            "SELECT median(prompt_tps) AS prompt_tps, median(gen_tps) AS gen_tps, count(gen_tps) AS answers, "
+            "sum(completion_tokens) / nullif(sum(latency_ms) / 1000, 0) AS overall_tps "
+            "FROM llm_calls WHERE partition_key = ? AND model <> ? AND status IN ('ok', 'invalid') AND latency_ms > 0",
+            [partition_key, exclude_model],
+        )[0]
+        return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()}
 
     def model_answers(self, partition_key: str, exclude_model: str) -> dict[str, int]:
         """This research's ``llm_calls`` rows from any model but ``exclude_model`` (the offline

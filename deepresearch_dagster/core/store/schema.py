@@ -111,6 +111,13 @@ ALTER TABLE summaries ADD COLUMN IF NOT EXISTS grounded INTEGER DEFAULT 0;
 ALTER TABLE summaries ADD COLUMN IF NOT EXISTS dropped INTEGER DEFAULT 0;
 """
 
+# Version 11: each answer's prompt-processing and generation speed, tokens per second (the server's
+# own timings, else measured on the stream; NULL when unknown: core/llm/openai_engine.py speeds).
+SPEED_SQL = """
+ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS prompt_tps DOUBLE;
+ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS gen_tps DOUBLE;
+"""
+
 
 # Version 9: untrusted text (core/untrusted.py, roles/provenance.py): a call a model proposed after
 # tool output entered its conversation, the sources of an output whose text addresses the model
@@ -170,6 +177,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE TABLE IF NOT EXISTS report_revisions (partition_key VARCHAR, draft INTEGER, round INTEGER, "
         "stage VARCHAR, issues INTEGER, counts JSON, artifact VARCHAR, accepted BOOLEAN);",
     ),
+    Migration(11, "llm_calls: prompt_tps, gen_tps", SPEED_SQL),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
