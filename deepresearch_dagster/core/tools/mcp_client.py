@@ -31,6 +31,8 @@ from ..errors import ToolError, redact
 from .base import Tool, ToolResult
 
 CLOSE_TIMEOUT_S = 5.0
+# Starting a server (an interpreter or `npx` importing its SDK) takes seconds: not a call's deadline.
+START_TIMEOUT_S = 60.0
 
 
 class OpenArguments(BaseModel):
@@ -130,7 +132,7 @@ class MCPHub:
         problems: list[str] = []
         for name, ready in pending.items():
             server = self._servers[name]
-            timeout = server.settings.timeout_s or self.timeout_s
+            timeout = max(server.settings.timeout_s or self.timeout_s, START_TIMEOUT_S)
             try:
                 listed = ready.result(timeout=timeout)
             except concurrent.futures.TimeoutError:
@@ -213,9 +215,7 @@ class MCPHub:
         return stdio_client(params, errlog=server.errlog)
 
     def _reason(self, server: _Server, exc: BaseException) -> str:
-        text = str(exc) or type(exc).__name__
-        if getattr(exc, "exceptions", None):  # an exception group from the SDK's task group
-            text = "; ".join(str(e) or type(e).__name__ for e in exc.exceptions)
+        text = "; ".join(dict.fromkeys(str(e) or type(e).__name__ for e in _leaves(exc)))
         if server.errlog is not None:
             with contextlib.suppress(OSError, ValueError):
                 server.errlog.seek(0)
@@ -264,6 +264,12 @@ class MCPHub:
             if "connection closed" in str(exc).lower():
                 raise ToolError(f"{name}: the server closed the connection (it exited or crashed)") from None
             raise ToolError(f"{name}: {type(exc).__name__}: {one_line(str(exc))}") from None
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The errors inside the (nested) exception groups of the SDK's task groups."""
+    inner = getattr(exc, "exceptions", None)
+    return [leaf for e in inner for leaf in _leaves(e)] if inner else [exc]
 
 
 def _check_arguments(name: str, schema: dict[str, Any], arguments: dict[str, Any]) -> None:
