@@ -233,7 +233,8 @@ class ResearchSettings(BaseModel):
     prices: dict[str, Price] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
     # Tools from outside the core (docs/tools.md): MCP servers by name, and the Python plugins of
     # the `deepresearch.tools` entry point (all installed ones unless named in plugins_deny).
-    mcp_servers: dict[str, MCPServerSettings] = Field(default_factory=dict)
+    # Out of every dump as a whole: a URL or an argument may carry a credential too.
+    mcp_servers: dict[str, MCPServerSettings] = Field(default_factory=dict, exclude=True, repr=False)
     plugins_deny: tuple[str, ...] = ()
     # Every MCP or plugin call: a wall deadline and a cap on its raw output (a bigger answer is a
     # recorded failure, not a truncated source).
@@ -506,6 +507,8 @@ def _register_secrets(settings: ResearchSettings) -> None:
             register_secret(value)
             # "Bearer <token>": the token alone may show up in a server's error text too.
             register_secret(value.get_secret_value().rpartition(" ")[2])
+        for part in _url_credentials(server.url or ""):
+            register_secret(part)
     url = settings.search.searxng_url
     if url is not None:
         parts = _url_credentials(url.get_secret_value())

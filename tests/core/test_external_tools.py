@@ -199,6 +199,9 @@ def test_streamable_http_server_with_headers_and_the_tools_command(
 def test_server_settings_keep_secrets_out_of_dumps_and_refuse_readable_files(tmp_path):
     server = MCPServerSettings.model_validate(notes_server(headers={"Authorization": f"Bearer {TOKEN}"}))
     assert TOKEN not in json.dumps(server.model_dump()) and TOKEN not in repr(server)
+    settings = load_settings({"mcp_servers": {"notes": notes_server()}}, env={})
+    assert "mcp_servers" not in settings.model_dump() and TOKEN not in repr(settings)
+    assert settings.with_options({"depth": 0}).mcp_servers == settings.mcp_servers
     with pytest.raises(ValidationError, match="either command"):
         MCPServerSettings.model_validate({"command": "x", "url": "http://127.0.0.1:1/mcp"})
     config = tmp_path / "config.toml"
