@@ -84,6 +84,19 @@ def test_plugin_and_mcp_tools_are_called_like_built_in_ones(make_context, plugin
             assert TOKEN.encode() not in path.read_bytes(), path
 
 
+def test_the_model_is_offered_mcp_tools_with_their_schemas(make_context, fake_openai):
+    ctx = make_context(engine="openai", mcp_servers={"notes": notes_server(allow=["search_notes"])}, depth=0)
+    # OpenAI function names allow no dot: the model calls the wire name, lineage keeps the real one.
+    fake_openai.script("researcher", {"tool_calls": [("notes__search_notes", {"query": "ingestion queue"})]})
+    outputs = research_stage(ctx, _plan())
+    offered = {t["function"]["name"]: t["function"] for t in fake_openai.requests_for("researcher")[0]["tools"]}
+    assert offered["notes__search_notes"]["parameters"]["required"] == ["query"]
+    assert "Search the team's engineering notes" in offered["notes__search_notes"]["description"]
+    (call,) = [c for c in outputs.calls if c.tool == "notes.search_notes"]
+    assert call.status == "ok" and call.arguments == {"query": "ingestion queue"}
+    assert call.source == "mcp://notes/search_notes?query=ingestion+queue"
+
+
 def test_faults_are_bounded_and_recorded_as_one_line(make_context, plugin_on_path):
     ctx = make_context(
         mcp_servers={"notes": notes_server()}, tool_timeout_s=1.5, tool_max_output_bytes=100_000, fanout_concurrency=1
@@ -100,14 +113,23 @@ def test_faults_are_bounded_and_recorded_as_one_line(make_context, plugin_on_pat
             ToolCallRequest("broken", {"term": "queue"}),
             ToolCallRequest("notes.hang", {}),
             ToolCallRequest("notes.crash", {}),
+            ToolCallRequest("notes.search_notes", {"query": "incident"}),
+            # Made before the crash: served from its stored artifact (what a resumed research does).
             ToolCallRequest("notes.search_notes", {"query": "queue"}),
         ]
         step = PlanStep.model_validate(plan.steps[0].model_dump())
+        run, state = StepRun(step, []), ResearchState()
+        ((first, _),) = run_calls(
+            ctx, plan, toolbox, run, state, [ToolCallRequest("notes.search_notes", {"query": "queue"})]
+        )
+        assert first.status == "ok" and not first.cached
         started = time.monotonic()
-        stored = run_calls(ctx, plan, toolbox, StepRun(step, []), ResearchState(), requests)
+        stored = run_calls(ctx, plan, toolbox, run, state, requests)
         elapsed = time.monotonic() - started
     finally:
         toolbox.close()
+    *stored, (cached, cached_raw) = stored
+    assert cached.status == "ok" and cached.cached and "Postgres" in cached_raw
     errors = [record.error for record, _ in stored]
     assert all(record.status == "error" for record, _ in stored), errors
     expected = [
@@ -126,7 +148,7 @@ def test_faults_are_bounded_and_recorded_as_one_line(make_context, plugin_on_pat
     assert elapsed < 15
     # Each failure is a lineage row with its reason, and its raw artifact (the error) is on disk.
     rows = ctx.lineage.query("SELECT tool, error FROM tool_call_failures WHERE partition_key = ?", [ctx.partition_key])
-    assert len(rows) == len(requests)
+    assert len(rows) == len(requests) - 1
     for record, _ in stored:
         assert (ctx.settings.artifacts_path / record.artifact_path).is_file()
 
