@@ -119,10 +119,10 @@ def test_faults_are_bounded_and_recorded_as_one_line(make_context, plugin_on_pat
         ]
         step = PlanStep.model_validate(plan.steps[0].model_dump())
         run, state = StepRun(step, []), ResearchState()
-        ((first, _),) = run_calls(
-            ctx, plan, toolbox, run, state, [ToolCallRequest("notes.search_notes", {"query": "queue"})]
-        )
+        before = [ToolCallRequest("notes.search_notes", {"query": "queue"}), ToolCallRequest("notes.env_token", {})]
+        (first, _), (_, token) = run_calls(ctx, plan, toolbox, run, state, before)
         assert first.status == "ok" and not first.cached
+        assert token == "token present"  # its env reached the server (and only it: see the first test)
         started = time.monotonic()
         stored = run_calls(ctx, plan, toolbox, run, state, requests)
         elapsed = time.monotonic() - started
