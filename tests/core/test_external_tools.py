@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -97,14 +98,46 @@ def test_the_model_is_offered_mcp_tools_with_their_schemas(make_context, fake_op
     assert call.source == "mcp://notes/search_notes?query=ingestion+queue"
 
 
-def test_faults_are_bounded_and_recorded_as_one_line(make_context, plugin_on_path):
+COMMITS = [
+    "Initial configuration with a Redis ingestion queue",
+    "Move the ingestion queue to Postgres because Redis lost jobs on restart",
+    "Retry failed ingestion jobs three times to survive transient database errors",
+    "Renew TLS certificates automatically after the billing outage in incident 17",
+]
+
+
+def git_repository(path: Path) -> Path:
+    path.mkdir()
+    git = ["git", "-C", str(path), "-c", "user.name=Dev", "-c", "user.email=dev@example.org"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    for i, message in enumerate(COMMITS):
+        (path / "config.txt").write_text(f"version {i}\n")
+        subprocess.run([*git, "add", "config.txt"], check=True)
+        subprocess.run([*git, "commit", "-q", "-m", message], check=True)
+    return path
+
+
+def test_a_server_nobody_here_wrote_and_every_fault_bounded(make_context, plugin_on_path, tmp_path):
+    """The reference git server (PyPI ``mcp-server-git``, a dev dependency) over a fixture repository
+    (a fixed argument: a model naming another repository is overridden), beside the notes server,
+    whose failing tools each end as one recorded line. One toolbox: the servers start together."""
+    git = {
+        "command": str(Path(sys.executable).parent / "mcp-server-git"),
+        "arguments": {"repo_path": str(git_repository(tmp_path / "repo"))},
+        "allow": ["git_log", "git_show"],
+    }
     ctx = make_context(
-        mcp_servers={"notes": notes_server()}, tool_timeout_s=1.5, tool_max_output_bytes=100_000, fanout_concurrency=1
+        mcp_servers={"notes": notes_server(), "git": git},
+        tool_timeout_s=1.5,
+        tool_max_output_bytes=100_000,
+        fanout_concurrency=1,
     )
     plan = _plan()
     toolbox = build_toolbox(ctx, plan.plan_title)
     try:
         assert "notes.picture" in toolbox.tools and "broken" in toolbox.tools
+        assert sorted(n for n in toolbox.tools if n.startswith("git.")) == ["git.git_log", "git.git_show"]
+        assert "repo_path" not in toolbox.tools["git.git_log"].schema["properties"]
         requests = [
             ToolCallRequest("notes.fail", {}),
             ToolCallRequest("notes.huge", {"size": 200_000}),
@@ -119,10 +152,23 @@ def test_faults_are_bounded_and_recorded_as_one_line(make_context, plugin_on_pat
         ]
         step = PlanStep.model_validate(plan.steps[0].model_dump())
         run, state = StepRun(step, []), ResearchState()
-        before = [ToolCallRequest("notes.search_notes", {"query": "queue"}), ToolCallRequest("notes.env_token", {})]
-        (first, _), (_, token) = run_calls(ctx, plan, toolbox, run, state, before)
+        before = [
+            ToolCallRequest("notes.search_notes", {"query": "queue"}),
+            ToolCallRequest("notes.env_token", {}),
+            ToolCallRequest("git.git_log", {"max_count": 3}),
+            ToolCallRequest("git.git_show", {"revision": "HEAD~1"}),
+            ToolCallRequest("git.git_show", {"revision": "HEAD", "repo_path": "/"}),
+        ]
+        (first, _), (_, token), (log, log_raw), (show, show_raw), (_, head_raw) = run_calls(
+            ctx, plan, toolbox, run, state, before
+        )
         assert first.status == "ok" and not first.cached
         assert token == "token present"  # its env reached the server (and only it: see the first test)
+        assert log.status == show.status == "ok", (log.error, show.error)
+        assert all(m in log_raw for m in COMMITS[1:]) and COMMITS[0] not in log_raw
+        assert COMMITS[2] in show_raw and "version 2" in show_raw
+        assert COMMITS[3] in head_raw  # this repository's HEAD, not another one's
+        assert show.source == "mcp://git/git_show?revision=HEAD~1"
         started = time.monotonic()
         stored = run_calls(ctx, plan, toolbox, run, state, requests)
         elapsed = time.monotonic() - started
