@@ -17,13 +17,14 @@ MIN_SHARED_TERMS = 1
 
 
 def arguments_for(schema: dict[str, Any], query: str) -> dict[str, Any] | None:
-    """Arguments filling each required property: text with the query, a number with its default or
-    minimum; None when a required property cannot be filled (the tool is not called)."""
+    """Arguments filling each required property: its default, else text with the query, a number
+    with its minimum; None when a required property cannot be filled (the tool is not called)."""
     properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
     out: dict[str, Any] = {}
     for name in schema.get("required") or []:
         spec = properties.get(name) if isinstance(properties.get(name), dict) else {}
         if "default" in spec:
+            out[name] = spec["default"]  # required all the same: sent as the schema suggests
             continue
         kind = spec.get("type")
         if kind == "string" and "enum" not in spec:

@@ -74,8 +74,9 @@ def load_external_tools(settings: ResearchSettings, taken: set[str] = frozenset(
             problems.append(f"{tool.origin}: a tool named {tool.name} exists already; this one is not offered")
             continue
         names.add(tool.name)
-        backstop = settings.tool_timeout_s + (BACKSTOP_S if tool.origin.startswith("mcp:") else 0.0)
-        kept.append(bounded(tool, backstop, settings.tool_max_output_bytes))
+        server = settings.mcp_servers.get(tool.origin.removeprefix("mcp:")) if tool.origin.startswith("mcp:") else None
+        deadline = (server.timeout_s or settings.tool_timeout_s) + BACKSTOP_S if server else settings.tool_timeout_s
+        kept.append(bounded(tool, deadline, settings.tool_max_output_bytes))
     return ExternalTools(kept, problems + mcp_problems, hub.close)
 
 
