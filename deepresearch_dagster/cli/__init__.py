@@ -20,6 +20,7 @@ from .common import CORPUS_FORMATS, ENGINE_HELP, EXIT_FAILED, EXIT_INTERRUPTED, 
 from .evaluate import add_eval_command
 from .operations import add_operation_commands
 from .research import cmd_compress, cmd_extract, cmd_ls, cmd_run
+from .tools import add_tools_command
 
 __all__ = ["build_parser", "main"]
 
@@ -84,6 +85,7 @@ def build_parser(knobs: bool = True) -> argparse.ArgumentParser:
 
     add_operation_commands(sub)
     add_eval_command(sub, knobs)
+    add_tools_command(sub)
     return parser
 
 

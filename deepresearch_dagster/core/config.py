@@ -9,22 +9,24 @@ in Dagster metadata or stored with a request without leaking them.
 The config file is TOML: ``$DEEPRESEARCH_CONFIG``, else ``$XDG_CONFIG_HOME/deepresearch/config.toml``
 (``~/.config/deepresearch/config.toml``). Its top-level keys are the field names below
 (``engine = "openai"``, ``depth = 2``), plus the tables ``[models]``, ``[max_tokens]``,
-``[temperatures]``, ``[search]`` and ``[prices]``. A file holding a key or a credential must not
-be readable by group or others: a world-readable secret on a shared machine is a leaked secret,
-so such a file is refused with a message saying how to fix it rather than silently used.
+``[temperatures]``, ``[search]``, ``[prices]`` and ``[mcp_servers.<name>]`` (docs/tools.md). A file
+holding a key or a credential (an MCP server's ``env`` or ``headers`` too) must not be readable
+by group or others: a world-readable secret on a shared machine is a leaked secret, so such a file
+is refused with a message saying how to fix it rather than silently used.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 from .llm.pricing import DEFAULT_PRICES, Price, parse_prices
@@ -153,6 +155,33 @@ class SearchSettings(BaseModel):
         )
 
 
+class MCPServerSettings(BaseModel):
+    """One MCP server (``[mcp_servers.<name>]``): a stdio command, or a streamable HTTP ``url``.
+    ``env`` and ``headers`` values are secrets (tokens live there): excluded from every dump and
+    redacted from error texts. ``arguments`` are fixed: set on every call of the server's tools
+    that take them and hidden from the model (a repository path is the user's choice, not the
+    model's)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, SecretStr] = Field(default_factory=dict, exclude=True, repr=False)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, SecretStr] = Field(default_factory=dict, exclude=True, repr=False)
+    allow: tuple[str, ...] = ()  # tool names (without the server prefix); empty: all
+    deny: tuple[str, ...] = ()
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)  # else tool_timeout_s
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> MCPServerSettings:
+        if bool(self.command) == bool(self.url):
+            raise ValueError("give either command (stdio) or url (streamable HTTP)")
+        return self
+
+
 class ResearchSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -217,6 +246,23 @@ class ResearchSettings(BaseModel):
     search: SearchSettings = Field(default_factory=SearchSettings)
     # USD per 1M tokens; DEEPRESEARCH_PRICES / [prices] extend the built-in table.
     prices: dict[str, Price] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
+    # Tools from outside the core (docs/tools.md): MCP servers by name, and the Python plugins of
+    # the `deepresearch.tools` entry point (all installed ones unless named in plugins_deny).
+    # Out of every dump as a whole: a URL or an argument may carry a credential too.
+    mcp_servers: dict[str, MCPServerSettings] = Field(default_factory=dict, exclude=True, repr=False)
+    plugins_deny: tuple[str, ...] = ()
+    # Every MCP or plugin call: a wall deadline and a cap on its raw output (a bigger answer is a
+    # recorded failure, not a truncated source).
+    tool_timeout_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    tool_max_output_bytes: int = Field(default=5_000_000, ge=1_000)
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _server_names(cls, value: dict[str, MCPServerSettings]) -> dict[str, MCPServerSettings]:
+        bad = [n for n in value if not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", n)]
+        if bad:
+            raise ValueError(f"MCP server names are letters, digits, '-' and '_' (got {', '.join(bad)})")
+        return value
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ResearchSettings:
@@ -304,6 +350,8 @@ ENV_VARS = {
     "enable_fetch": "DEEPRESEARCH_ENABLE_FETCH",
     "context_mode": "DEEPRESEARCH_CONTEXT_MODE",
     "min_context_reduction_pct": "DEEPRESEARCH_MIN_CONTEXT_REDUCTION",
+    "tool_timeout_s": "DEEPRESEARCH_TOOL_TIMEOUT",
+    "tool_max_output_bytes": "DEEPRESEARCH_TOOL_MAX_OUTPUT_BYTES",
 }
 SEARCH_ENV_VARS = {
     "timeout_s": "DEEPRESEARCH_SEARCH_TIMEOUT",
@@ -336,7 +384,9 @@ def config_file_path(env: Mapping[str, str] | None = None) -> Path:
 def _holds_secret(data: Mapping[str, Any]) -> bool:
     search = data.get("search") if isinstance(data.get("search"), Mapping) else {}
     keys = [k for k in data if str(k).endswith("api_key")] + [k for k in search if str(k).endswith("api_key")]
-    return bool(keys) or "@" in str(search.get("searxng_url", ""))
+    servers = data.get("mcp_servers") if isinstance(data.get("mcp_servers"), Mapping) else {}
+    mcp = any(isinstance(s, Mapping) and (s.get("env") or s.get("headers")) for s in servers.values())
+    return bool(keys) or mcp or "@" in str(search.get("searxng_url", ""))
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -468,6 +518,13 @@ def _register_secrets(settings: ResearchSettings) -> None:
     register_secret(settings.openai_api_key)
     for name in ("tavily_api_key", "brave_api_key", "serpapi_api_key"):
         register_secret(getattr(settings.search, name))
+    for server in settings.mcp_servers.values():
+        for value in [*server.env.values(), *server.headers.values()]:
+            register_secret(value)
+            # "Bearer <token>": the token alone may show up in a server's error text too.
+            register_secret(value.get_secret_value().rpartition(" ")[2])
+        for part in _url_credentials(server.url or ""):
+            register_secret(part)
     url = settings.search.searxng_url
     if url is not None:
         parts = _url_credentials(url.get_secret_value())

@@ -15,6 +15,7 @@ from ..heuristics.critique import critique_heuristically
 from ..heuristics.planning import plan_heuristically
 from ..heuristics.report import REPORT_SECTIONS, direct_answer_text, extractive_section, rewrite_from_source
 from ..heuristics.report_critique import ReportIssue, critique_report, revise_deterministically
+from ..heuristics.tool_choice import choose_tool_calls
 from ..text import estimate_tokens
 from .engine import Completion, ToolCallRequest
 
@@ -60,8 +61,10 @@ class OfflineEngine:
     # -- researcher ----------------------------------------------------------------------
     def _research(self, payload: dict[str, Any]) -> tuple[str, list[ToolCallRequest]]:
         # Search fan-out and top-K reads are orchestrated by the research team before the
-        # researcher is asked; the heuristic researcher has nothing to add to them.
-        return "Retrieval for this step is complete.", []
+        # researcher is asked; the heuristic researcher adds only the plugin and MCP tools whose
+        # descriptions match the step.
+        calls = [ToolCallRequest(name, args) for name, args in choose_tool_calls(payload)]
+        return ("Calling matching tools." if calls else "Retrieval for this step is complete."), calls
 
     # -- critic --------------------------------------------------------------------------
     def _critic(self, payload: dict[str, Any]) -> tuple[str, list[ToolCallRequest]]:

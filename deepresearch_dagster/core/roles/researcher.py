@@ -31,6 +31,7 @@ from ..store.tool_cache import ToolCache
 from ..text import estimate_tokens
 from ..tools import Toolbox, ToolResult
 from ..tools.artifact_tools import artifact_tools
+from ..tools.external import load_external_tools
 from ..tools.local_search import corpus_tools, open_corpus
 from ..tools.web_tools import fetch_tool, search_tool
 from ..untrusted import data_marker, set_aside, spotlight, suspected_sources
@@ -48,7 +49,8 @@ SEARCH_TOOLS = {"web_search": ("fetch_url", "url", "max_results"), "local_search
 
 
 def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
-    """Corpus and artifact tools always; web tools when a search provider is configured."""
+    """Corpus and artifact tools always; web tools when a search provider is configured; plugin
+    and MCP tools when installed or configured (open until :meth:`Toolbox.close`)."""
     settings = ctx.settings
     # Extracted text is cached by file sha256 under the artifact root: a folder is indexed once.
     tools = corpus_tools(open_corpus(str(settings.corpus_path), str(settings.artifacts_path / CORPUS_CACHE)))
@@ -57,7 +59,11 @@ def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
         tools.append(search_tool(FallbackSearch(providers)))
     if providers or settings.enable_fetch:
         tools.append(fetch_tool(fetch_policy(settings)))
-    return Toolbox(tools + artifact_tools(ArtifactReader(ctx.store.raw_dir(plan_title))))
+    tools += artifact_tools(ArtifactReader(ctx.store.raw_dir(plan_title)))
+    external = load_external_tools(settings, {t.name for t in tools})
+    for problem in external.problems:
+        ctx.log(problem)
+    return Toolbox(tools + external.tools, close=external.close)
 
 
 def conversation_file(step_id: str) -> str:
@@ -376,6 +382,9 @@ def _researcher_phase(
             "max_calls": cap,
             "tools": sorted(toolbox.tools),
         }
+        outside = [t.function_definition()["function"] for t in toolbox.tools.values() if t.origin != "builtin"]
+        if outside:  # the offline engine picks among them by their descriptions
+            payload["external_tools"] = [{**d, "name": toolbox.canonical(d["name"])} for d in outside]
         try:
             completion = complete_recorded(
                 ctx,
@@ -397,7 +406,8 @@ def _researcher_phase(
         # call that left the conversation unchanged would otherwise be asked for (and replayed
         # from the answer cache) until the cap.
         made = [(c["tool"], c["arguments"]) for c in run.calls]
-        new = [c for c in completion.tool_calls if (c.name, c.arguments) not in made]
+        asked = [ToolCallRequest(toolbox.canonical(c.name), c.arguments) for c in completion.tool_calls]
+        new = [c for c in asked if (c.name, c.arguments) not in made]
         if not new:
             return
         # Past the step's opening prompt, the conversation holds what tools returned: untrusted.
@@ -409,6 +419,13 @@ def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
     never changed)."""
     ctx.lineage.clear_research_calls(ctx.partition_key)
     toolbox = build_toolbox(ctx, plan.plan_title)
+    try:
+        return _execute_plan(ctx, plan, toolbox)
+    finally:
+        toolbox.close()  # MCP server processes end with the research
+
+
+def _execute_plan(ctx: ResearchContext, plan: ResearchPlan, toolbox: Toolbox) -> ToolOutputs:
     state = ResearchState(provenance=Provenance.of_question(ctx.question))
     rounds: list[CriticRound] = []
     followups: list[PlanStep] = []

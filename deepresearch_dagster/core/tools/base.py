@@ -34,12 +34,23 @@ class Tool:
     run: Callable[[Any], ToolResult]
     # Network tools: identical calls within the TTL are served from the stored artifact.
     cacheable: bool = False
+    # "builtin", "mcp:<server>" or "plugin:<distribution>" (core/tools/external.py).
+    origin: str = "builtin"
+    # An MCP tool's own JSON schema (its arguments are checked against it when called).
+    schema: dict[str, Any] | None = None
+
+    @property
+    def wire_name(self) -> str:
+        """The name models see: OpenAI function names allow no dot, so ``server.tool`` is sent as
+        ``server__tool`` (:meth:`Toolbox.canonical` maps it back)."""
+        return self.name.replace(".", "__")
 
     def function_definition(self) -> dict[str, Any]:
-        schema = json.loads(_schema_json(self.args_model))  # a fresh dict: callers may change it
+        # A fresh dict either way: callers may change it.
+        schema = json.loads(json.dumps(self.schema) if self.schema else _schema_json(self.args_model))
         return {
             "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": schema},
+            "function": {"name": self.wire_name, "description": self.description, "parameters": schema},
         }
 
 
@@ -53,8 +64,20 @@ def _schema_json(args_model: type[BaseModel]) -> str:
 
 
 class Toolbox:
-    def __init__(self, tools: list[Tool]) -> None:
+    def __init__(self, tools: list[Tool], close: Callable[[], None] | None = None) -> None:
         self.tools = {t.name: t for t in tools}
+        self._close = close  # stops what the tools hold open (MCP server processes)
+
+    def canonical(self, name: str) -> str:
+        """A tool's name from the name a model called it by (its wire name or its own)."""
+        if name in self.tools:
+            return name
+        return next((t.name for t in self.tools.values() if t.wire_name == name), name)
+
+    def close(self) -> None:
+        if self._close is not None:
+            self._close()
+            self._close = None
 
     def definitions(self) -> list[dict[str, Any]]:
         return [t.function_definition() for t in self.tools.values()]
