@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from .errors import ConfigError
 from .llm.pricing import DEFAULT_PRICES, Price, parse_prices
@@ -200,8 +200,24 @@ class ResearchSettings(BaseModel):
     fetch_respect_robots: bool = True
     enable_fetch: bool = False
     search: SearchSettings = Field(default_factory=SearchSettings)
+    # A team deployment's Postgres (docs/deployment.md): the Dagster instance storage and the
+    # partition locks across hosts. It carries a password: a secret, never dumped.
+    postgres_url: SecretStr | None = Field(default=None, exclude=True, repr=False)
     # USD per 1M tokens; DEEPRESEARCH_PRICES / [prices] extend the built-in table.
     prices: dict[str, Price] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
+
+    @field_validator("postgres_url", mode="before")
+    @classmethod
+    def _psycopg2_scheme(cls, value: Any) -> Any:
+        """``postgresql+psycopg2://``: with SQLAlchemy 2.1 a bare ``postgresql://`` selects psycopg 3,
+        and Dagster's ``NOTIFY run_events, $1`` then fails (runs stay NOT_STARTED)."""
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if not isinstance(text, str) or not text.strip():
+            return None
+        scheme, sep, rest = text.strip().partition("://")
+        if not sep or scheme not in ("postgres", "postgresql", "postgresql+psycopg2"):
+            raise ValueError("must be a postgresql://user:password@host:port/database URL")
+        return f"postgresql+psycopg2://{rest}"
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ResearchSettings:
@@ -240,6 +256,11 @@ class ResearchSettings(BaseModel):
     def recurring_path(self) -> Path:
         return Path(self.recurring_file).resolve()
 
+    @property
+    def postgres(self) -> str | None:
+        """The team deployment's Postgres URL (``postgresql+psycopg2://``), or None (embedded)."""
+        return self.postgres_url.get_secret_value() if self.postgres_url else None
+
     def resolved_engine(self) -> Literal["offline", "openai"]:
         if self.engine != "auto":
             return self.engine
@@ -260,6 +281,7 @@ ENV_VARS = {
     "recurring_file": "DEEPRESEARCH_RECURRING",
     "openai_base_url": "OPENAI_BASE_URL",
     "openai_api_key": "OPENAI_API_KEY",
+    "postgres_url": "DEEPRESEARCH_POSTGRES_URL",
     "temperature": "DEEPRESEARCH_TEMPERATURE",
     "llm_timeout_s": "DEEPRESEARCH_LLM_TIMEOUT",
     "llm_max_attempts": "DEEPRESEARCH_LLM_MAX_ATTEMPTS",
@@ -320,7 +342,7 @@ def config_file_path(env: Mapping[str, str] | None = None) -> Path:
 def _holds_secret(data: Mapping[str, Any]) -> bool:
     search = data.get("search") if isinstance(data.get("search"), Mapping) else {}
     keys = [k for k in data if str(k).endswith("api_key")] + [k for k in search if str(k).endswith("api_key")]
-    return bool(keys) or "@" in str(search.get("searxng_url", ""))
+    return bool(keys) or any("@" in str(v) for v in (search.get("searxng_url", ""), data.get("postgres_url", "")))
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -452,11 +474,10 @@ def _register_secrets(settings: ResearchSettings) -> None:
     register_secret(settings.openai_api_key)
     for name in ("tavily_api_key", "brave_api_key", "serpapi_api_key"):
         register_secret(getattr(settings.search, name))
-    url = settings.search.searxng_url
-    if url is not None:
-        parts = _url_credentials(url.get_secret_value())
-        for part in parts:
-            register_secret(part)
+    for url in (settings.search.searxng_url, settings.postgres_url):
+        if url is not None:
+            for part in _url_credentials(url.get_secret_value()):
+                register_secret(part)
 
 
 def _url_credentials(url: str) -> list[str]:
@@ -479,6 +500,15 @@ def dagster_home() -> Path:
 def export_dagster_home(home: Path) -> None:
     """Dagster reads DAGSTER_HOME itself (``DagsterInstance.get``)."""
     os.environ["DAGSTER_HOME"] = str(home)
+
+
+POSTGRES_URL_ENV = ENV_VARS["postgres_url"]
+
+
+def export_postgres_url(url: str) -> None:
+    """A Postgres ``dagster.yaml`` names the URL as ``{env: DEEPRESEARCH_POSTGRES_URL}`` (so the
+    password is never written in the file): a URL from the config file is handed to Dagster so."""
+    os.environ[POSTGRES_URL_ENV] = url
 
 
 FIX_DAGSTER_YAML = "fix it, or move it aside to get the default one"

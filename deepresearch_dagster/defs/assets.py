@@ -138,7 +138,7 @@ def _stage(ctx: ResearchContext, stage: str) -> Iterator[None]:
     """One run per partition at a time; record the stage in DuckDB; turn known errors into a
     clear Dagster failure."""
     try:
-        with partition_lock(ctx.store.partition_dir, ctx.partition_key, ctx.run_id):
+        with partition_lock(ctx.store.partition_dir, ctx.partition_key, ctx.run_id, postgres_url=ctx.settings.postgres):
             ctx.lineage.run_started(ctx.run_id, ctx.partition_key, stage)
             with _recorded(ctx, stage):
                 yield

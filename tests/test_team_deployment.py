@@ -1,0 +1,131 @@
+"""A team deployment against real servers (docs/deployment.md): the Dagster instance in Postgres,
+the partition lock across hosts. Each server starts once for the module (tests/servers.py), on
+127.0.0.1, and the module is skipped, with the reason, only where a server cannot be installed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deepresearch_dagster.cli import main
+from deepresearch_dagster.core.config import ResearchSettings, load_settings
+from deepresearch_dagster.core.errors import ConfigError
+from deepresearch_dagster.core.store.partition_lock import PartitionBusy, partition_lock
+from tests import servers
+
+REPO = Path(__file__).resolve().parents[1]
+QUESTION = "What limits solid-state battery manufacturing, and how are companies scaling production?"
+SMALL = ("--max-steps", "1", "--depth", "0", "--breadth", "1")  # a short research: the storage is under test
+
+
+@pytest.fixture(scope="module")
+def pg() -> servers.Postgres:
+    reason = servers.unavailable_postgres()
+    if reason:
+        pytest.skip(reason)
+    with servers.postgres() as server:
+        yield server
+
+
+def _query(url: str, sql: str) -> list[tuple]:
+    import psycopg2
+
+    conn = psycopg2.connect(url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return cur.fetchall()
+    finally:
+        conn.close()
+
+
+def test_a_postgres_url_is_read_as_psycopg2_and_kept_secret(monkeypatch):
+    monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", "postgresql://team:s3cret-pw@db.internal:5433/dagster")
+    settings = load_settings()
+    # SQLAlchemy 2.1 would pick psycopg 3 for postgresql://, and Dagster's NOTIFY then fails.
+    assert settings.postgres == "postgresql+psycopg2://team:s3cret-pw@db.internal:5433/dagster"
+    assert "s3cret-pw" not in settings.model_dump_json() and "s3cret-pw" not in repr(settings)
+    monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", "mysql://team:s3cret-pw@db/x")
+    with pytest.raises(ConfigError, match="DEEPRESEARCH_POSTGRES_URL") as info:
+        load_settings()
+    assert "s3cret-pw" not in str(info.value)
+
+
+def test_the_generated_instance_template_is_the_one_in_deploy():
+    from deepresearch_dagster.launcher import instance_yaml
+
+    assert (REPO / "deploy" / "dagster-postgres.yaml").read_bytes() == instance_yaml(postgres=True)
+
+
+@pytest.mark.fresh_dagster_home
+def test_a_research_runs_on_a_dagster_instance_in_postgres(pg, isolated_env, monkeypatch, capsys):
+    home = Path(os.environ["DAGSTER_HOME"])
+    (home / "dagster.yaml").unlink()  # a new home: it gets the Postgres dagster.yaml
+    monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", pg.url)
+    assert main(["run", QUESTION, "--engine", "offline", "--quiet", *SMALL]) == 0, capsys.readouterr().err
+    assert (home / "dagster.yaml").read_bytes() == (REPO / "deploy" / "dagster-postgres.yaml").read_bytes()
+    # The run, its events and its materializations are in Postgres, none in local SQLite files.
+    assert _query(pg.url, "SELECT status FROM runs") == [("SUCCESS",)]
+    materialized = _query(pg.url, "SELECT count(*) FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION'")
+    assert materialized == [(4,)]
+    assert not list(home.rglob("*.db"))
+    # The password reaches neither Dagster's storage, nor the artifacts, lineage or the home.
+    for table, column in (("event_logs", "event"), ("runs", "run_body")):
+        leaked = _query(pg.url, f"SELECT count(*) FROM {table} WHERE {column} LIKE '%{pg.password}%'")
+        assert leaked == [(0,)], table
+    for path in isolated_env.rglob("*"):
+        if path.is_file():
+            assert pg.password.encode() not in path.read_bytes(), path
+
+
+def test_an_unreachable_postgres_is_one_line_naming_it(monkeypatch, capsys):
+    port = servers.free_port()
+    monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", f"postgresql://team:pw-not-shown@127.0.0.1:{port}/dagster")
+    assert main(["run", QUESTION, "--engine", "offline", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: Postgres at 127.0.0.1:{port}/dagster cannot be reached")
+    assert "DEEPRESEARCH_POSTGRES_URL" in err and "pw-not-shown" not in err and len(err.splitlines()) == 1
+
+
+# Another host: its own artifact folder, the same Postgres. Prints "held" once it holds the lock,
+# then waits for stdin to close; or prints the refusal.
+OTHER_HOST = """
+import sys
+from pathlib import Path
+from deepresearch_dagster.core.store.partition_lock import PartitionBusy, partition_lock
+url, folder = sys.argv[1:]
+try:
+    with partition_lock(Path(folder), "shared-question", "run-b", postgres_url=url):
+        print("held", flush=True)
+        sys.stdin.read()
+except PartitionBusy as exc:
+    print(exc, flush=True)
+"""
+
+
+def test_the_partition_lock_holds_across_hosts_and_dies_with_its_holder(pg, tmp_path):
+    url = ResearchSettings(postgres_url=pg.url).postgres
+    other = [sys.executable, "-c", OTHER_HOST, url, str(tmp_path / "host-b")]
+    with partition_lock(tmp_path / "host-a", "shared-question", "run-a", postgres_url=url):
+        refused = subprocess.run(other, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+        assert f"research shared-question is already running (pid {os.getpid()} on host" in refused.stdout
+        assert "run run-a)" in refused.stdout
+    holder = subprocess.Popen(other, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        busy = pytest.raises(PartitionBusy, match=f"pid {holder.pid} on host .*, run run-b")
+        with busy, partition_lock(tmp_path / "host-a", "shared-question", "run-a", postgres_url=url):
+            pass
+        # A holder killed (or its host lost) leaves no lock behind: the server ends its session.
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        with partition_lock(tmp_path / "host-a", "shared-question", "run-a", wait_s=10, postgres_url=url):
+            pass
+    finally:
+        holder.kill()
+        holder.wait()
