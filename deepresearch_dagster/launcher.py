@@ -150,7 +150,8 @@ def ensure_instance() -> DagsterInstance:
     instance storage :class:`StorageError` (never Dagster's or SQLAlchemy's tracebacks)."""
     home = dagster_home()
     try:
-        postgres_url = load_settings().postgres
+        settings = load_settings()
+        postgres_url = settings.postgres
         home.mkdir(parents=True, exist_ok=True)
         # Atomic, and the storage is created under a lock: concurrent first runs must not race.
         _instance_yaml_in_place(home, postgres_url)
@@ -160,6 +161,10 @@ def ensure_instance() -> DagsterInstance:
 
             check_reachable(postgres_url)  # unreachable: one line naming the server, before Dagster
             export_postgres_url(postgres_url)
+        if settings.artifacts_url:
+            from .core.store.object_store import object_root
+
+            object_root(settings)  # unreachable, no bucket, refused keys: one line, before Dagster
         export_dagster_home(home)
         init_instance_storage(home)
         return DagsterInstance.get()

@@ -14,7 +14,10 @@ import pytest
 
 from deepresearch_dagster.cli import main
 from deepresearch_dagster.core.config import ResearchSettings, load_settings
-from deepresearch_dagster.core.errors import ConfigError
+from deepresearch_dagster.core.errors import ArtifactIntegrityError, ConfigError
+from deepresearch_dagster.core.models import ResearchPlan, ToolOutputs
+from deepresearch_dagster.core.store.artifacts import ArtifactStore
+from deepresearch_dagster.core.store.object_store import object_root
 from deepresearch_dagster.core.store.partition_lock import PartitionBusy, partition_lock
 from tests import servers
 
@@ -30,6 +33,35 @@ def pg() -> servers.Postgres:
         pytest.skip(reason)
     with servers.postgres() as server:
         yield server
+
+
+BUCKET = "team-artifacts"
+
+
+@pytest.fixture(scope="module")
+def s3() -> servers.S3Server:
+    reason = servers.unavailable_s3()
+    if reason:
+        pytest.skip(reason)
+    with servers.s3() as server:
+        import boto3
+
+        client = boto3.client(
+            "s3",
+            endpoint_url=server.endpoint,
+            aws_access_key_id=server.access_key,
+            aws_secret_access_key=server.secret_key,
+            region_name="us-east-1",
+        )
+        client.create_bucket(Bucket=BUCKET)
+        yield server
+
+
+def use_s3(monkeypatch: pytest.MonkeyPatch, server: servers.S3Server, url: str = f"s3://{BUCKET}/research") -> None:
+    monkeypatch.setenv("DEEPRESEARCH_ARTIFACTS_URL", url)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", server.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", server.secret_key)
 
 
 def _query(url: str, sql: str) -> list[tuple]:
@@ -63,10 +95,11 @@ def test_the_generated_instance_template_is_the_one_in_deploy():
 
 
 @pytest.mark.fresh_dagster_home
-def test_a_research_runs_on_a_dagster_instance_in_postgres(pg, isolated_env, monkeypatch, capsys):
+def test_a_research_runs_on_postgres_with_its_artifacts_on_an_object_store(pg, s3, isolated_env, monkeypatch, capsys):
     home = Path(os.environ["DAGSTER_HOME"])
     (home / "dagster.yaml").unlink()  # a new home: it gets the Postgres dagster.yaml
     monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", pg.url)
+    use_s3(monkeypatch, s3)
     assert main(["run", QUESTION, "--engine", "offline", "--quiet", *SMALL]) == 0, capsys.readouterr().err
     assert (home / "dagster.yaml").read_bytes() == (REPO / "deploy" / "dagster-postgres.yaml").read_bytes()
     # The run, its events and its materializations are in Postgres, none in local SQLite files.
@@ -80,7 +113,47 @@ def test_a_research_runs_on_a_dagster_instance_in_postgres(pg, isolated_env, mon
         assert leaked == [(0,)], table
     for path in isolated_env.rglob("*"):
         if path.is_file():
-            assert pg.password.encode() not in path.read_bytes(), path
+            data = path.read_bytes()
+            assert pg.password.encode() not in data and s3.secret_key.encode() not in data, path
+
+    # Every file of the research is in the object store, byte for byte, under the same names.
+    settings = load_settings()
+    shared = object_root(settings)
+    (partition,) = [p for p in settings.artifacts_path.iterdir() if p.is_dir() and p.name != "corpus_cache"]
+    local = {
+        p.relative_to(settings.artifacts_path).as_posix(): p.read_bytes()
+        for p in partition.rglob("*")
+        if p.is_file() and not p.name.startswith(".")
+    }
+    assert sorted(shared.keys(partition.name)) == sorted(local)
+    assert all(shared.get(key) == data for key, data in local.items())
+    for key in shared.keys(partition.name):
+        assert s3.secret_key.encode() not in shared.get(key)
+
+    # Another host (an empty working copy) reads the research from the object store, verified.
+    other = ArtifactStore(isolated_env / "host-b", partition.name, shared)
+    outputs = ToolOutputs.model_validate_json(other.read_text("tool_outputs.json"))
+    for call in outputs.calls:
+        assert other.read_verified(call.artifact_path, call.sha256) == local[call.artifact_path]
+    plan = ResearchPlan.model_validate_json(other.read_text("plan.json"))
+    raw_files = other.raw_reader(plan.plan_title).files()
+    assert raw_files and sorted(raw_files) == sorted({Path(c.artifact_path).name for c in outputs.calls})
+    assert other.read_text("report.md").encode() == local[f"{partition.name}/report.md"]
+
+    # Raw outputs are create-only: the same bytes again are accepted, other bytes refused.
+    first = outputs.calls[0].artifact_path
+    shared.put_new(first, local[first])
+    with pytest.raises(ArtifactIntegrityError, match="refusing to overwrite"):
+        shared.put_new(first, b"something else")
+    assert shared.get(first) == local[first]
+
+
+def test_an_unreachable_object_store_is_one_line_naming_it(s3, monkeypatch, capsys):
+    use_s3(monkeypatch, s3, "s3://no-such-bucket/research")
+    assert main(["run", QUESTION, "--engine", "offline", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: the artifact store s3://no-such-bucket/research cannot be used")
+    assert s3.secret_key not in err and len(err.splitlines()) == 1
 
 
 def test_an_unreachable_postgres_is_one_line_naming_it(monkeypatch, capsys):

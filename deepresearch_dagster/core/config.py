@@ -203,6 +203,13 @@ class ResearchSettings(BaseModel):
     # A team deployment's Postgres (docs/deployment.md): the Dagster instance storage and the
     # partition locks across hosts. It carries a password: a secret, never dumped.
     postgres_url: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    # Artifacts shared by every host (docs/deployment.md): ``s3://bucket/prefix`` on AWS S3 or any
+    # S3-API store (MinIO, R2: ``s3_endpoint``). ``artifacts_dir`` is then each host's working copy.
+    artifacts_url: str = Field(default="", pattern=r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?)?$")
+    s3_endpoint: str | None = None
+    s3_region: str = "us-east-1"
+    s3_access_key_id: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    s3_secret_access_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
     # USD per 1M tokens; DEEPRESEARCH_PRICES / [prices] extend the built-in table.
     prices: dict[str, Price] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
 
@@ -282,6 +289,12 @@ ENV_VARS = {
     "openai_base_url": "OPENAI_BASE_URL",
     "openai_api_key": "OPENAI_API_KEY",
     "postgres_url": "DEEPRESEARCH_POSTGRES_URL",
+    "artifacts_url": "DEEPRESEARCH_ARTIFACTS_URL",
+    # The names every S3 client reads.
+    "s3_endpoint": "AWS_ENDPOINT_URL",
+    "s3_region": "AWS_REGION",
+    "s3_access_key_id": "AWS_ACCESS_KEY_ID",
+    "s3_secret_access_key": "AWS_SECRET_ACCESS_KEY",
     "temperature": "DEEPRESEARCH_TEMPERATURE",
     "llm_timeout_s": "DEEPRESEARCH_LLM_TIMEOUT",
     "llm_max_attempts": "DEEPRESEARCH_LLM_MAX_ATTEMPTS",
@@ -341,7 +354,8 @@ def config_file_path(env: Mapping[str, str] | None = None) -> Path:
 
 def _holds_secret(data: Mapping[str, Any]) -> bool:
     search = data.get("search") if isinstance(data.get("search"), Mapping) else {}
-    keys = [k for k in data if str(k).endswith("api_key")] + [k for k in search if str(k).endswith("api_key")]
+    keys = [k for k in data if str(k).endswith(("api_key", "access_key"))]
+    keys += [k for k in search if str(k).endswith("api_key")]
     return bool(keys) or any("@" in str(v) for v in (search.get("searxng_url", ""), data.get("postgres_url", "")))
 
 
@@ -472,6 +486,7 @@ def _register_secrets(settings: ResearchSettings) -> None:
     from .errors import register_secret
 
     register_secret(settings.openai_api_key)
+    register_secret(settings.s3_secret_access_key)
     for name in ("tavily_api_key", "brave_api_key", "serpapi_api_key"):
         register_secret(getattr(settings.search, name))
     for url in (settings.search.searxng_url, settings.postgres_url):

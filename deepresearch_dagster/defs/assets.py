@@ -41,7 +41,6 @@ from ..core.pipeline import (
     research_stage,
     summaries_bundle,
 )
-from ..core.store.artifacts import ArtifactReader
 from ..core.store.partition_lock import PartitionBusy, partition_lock
 from .partitions import research_partitions
 from .resources import ResearchConfig, lineage_store
@@ -308,7 +307,7 @@ def _tool_outputs_asset(
     )
     yield Output(outputs, metadata=metadata)
     recorded = ctx.lineage.tool_call_hashes(ctx.partition_key)
-    on_disk = set(ArtifactReader(ctx.store.raw_dir(research_plan.plan_title)).files())
+    on_disk = set(ctx.store.raw_reader(research_plan.plan_title).files())
     matches = recorded == {c.artifact_file: c.sha256 for c in outputs.calls} and on_disk == set(recorded)
     yield AssetCheckResult(
         check_name="raw_artifacts_match_lineage",

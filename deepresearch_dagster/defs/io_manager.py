@@ -24,7 +24,12 @@ class ResearchIOManager(ConfigurableIOManager):
     artifacts_dir: str
 
     def _store(self, partition_key: str) -> ArtifactStore:
-        return ArtifactStore(self.artifacts_dir, partition_key)
+        from ..core.config import load_settings
+        from ..core.store.object_store import object_root
+
+        # The shared object store (a team deployment) comes from the run process's configuration:
+        # its credentials are never part of the resource config.
+        return ArtifactStore(self.artifacts_dir, partition_key, object_root(load_settings()))
 
     def handle_output(self, context: OutputContext, obj: BaseModel) -> None:
         stage = context.asset_key.path[-1]
