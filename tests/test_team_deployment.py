@@ -202,3 +202,23 @@ def test_the_partition_lock_holds_across_hosts_and_dies_with_its_holder(pg, tmp_
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_an_existing_artifact_folder_is_pushed_once(s3, tmp_path, monkeypatch, capsys):
+    from deepresearch_dagster.core.store import object_store
+
+    folder = tmp_path / "one-machine-artifacts"
+    (folder / "old-research" / "raw").mkdir(parents=True)
+    (folder / "old-research" / "raw" / "001_search.json").write_text("{}\n")
+    (folder / "old-research" / ".run.lock").write_text("pid 1")
+    (folder / "lineage.duckdb").write_bytes(b"not pushed")
+    monkeypatch.setenv("DEEPRESEARCH_ARTIFACTS_DIR", str(folder))
+    use_s3(monkeypatch, s3, f"s3://{BUCKET}/upgraded")
+    assert object_store.main(["push"]) == 0
+    assert object_store.main(["push"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        f"1 files uploaded to s3://{BUCKET}/upgraded, 0 already there",
+        f"0 files uploaded to s3://{BUCKET}/upgraded, 1 already there",
+    ]
+    assert object_root(load_settings()).keys("old-research") == ["old-research/raw/001_search.json"]

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import functools
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ArtifactIntegrityError, ConfigError, redact
+from .artifacts import CORPUS_CACHE
 
 if TYPE_CHECKING:
     from ..config import ResearchSettings
@@ -133,3 +135,59 @@ def object_root(settings: ResearchSettings) -> ObjectRoot | None:
         plain(settings.s3_access_key_id),
         plain(settings.s3_secret_access_key),
     )
+
+
+# Not research files: the lineage database (its own store) and the corpus cache (each host's).
+NOT_PUSHED = ("lineage.duckdb", CORPUS_CACHE)
+
+
+def push_folder(shared: ObjectRoot, folder: Path) -> tuple[int, int]:
+    """Upload a local artifact folder written before the object store was configured (the
+    upgrade from one machine, docs/deployment.md): every research file under the same name,
+    create-only. Returns (uploaded, already there with the same bytes)."""
+    uploaded = same = 0
+    for path in sorted(folder.rglob("*")):
+        relpath = path.relative_to(folder).as_posix()
+        if not path.is_file() or path.is_symlink() or relpath.startswith(NOT_PUSHED):
+            continue
+        if any(part.startswith(".") for part in relpath.split("/")):
+            continue  # locks, temp files
+        data = path.read_bytes()
+        existing = shared.get(relpath)
+        if existing is None:
+            shared.put_new(relpath, data)
+            uploaded += 1
+        elif existing == data:
+            same += 1
+        else:
+            raise ArtifactIntegrityError(f"{relpath} differs from the object in {shared.url}; left as it is")
+    return uploaded, same
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m deepresearch_dagster.core.store.object_store push``: the configured artifact
+    folder into the configured object store."""
+    import sys
+
+    from ..config import load_settings
+    from ..errors import ResearchError
+
+    args = sys.argv[1:] if argv is None else argv
+    if args != ["push"]:
+        print("usage: python -m deepresearch_dagster.core.store.object_store push", file=sys.stderr)
+        return 2
+    try:
+        settings = load_settings()
+        shared = object_root(settings)
+        if shared is None:
+            raise ConfigError("DEEPRESEARCH_ARTIFACTS_URL is not set: nothing to push to")
+        uploaded, same = push_folder(shared, settings.artifacts_path)
+    except ResearchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{uploaded} files uploaded to {shared.url}, {same} already there")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
