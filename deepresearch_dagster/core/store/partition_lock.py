@@ -7,6 +7,8 @@ holder (pid and run id) for the message the second run shows. The lock is re-ent
 process (the CLI holds it around the run, the run's stages take it again). Queued Dagster runs
 of one partition are serialized before they start by the run queue's per-partition tag limit
 (``dagster_home/dagster.yaml``); this lock also covers runs started in-process by the CLI.
+A ``flock`` holds only on one host: a team deployment (a Postgres URL configured) takes a Postgres
+advisory lock instead (``postgres.advisory_partition_lock``), released too when its holder dies.
 
 A busy partition is not a transient fault: :class:`PartitionBusy` is never retried (Dagster's
 retry policy would only repeat the refusal), and ``deepresearch run`` takes the lock before it
