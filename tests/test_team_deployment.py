@@ -222,3 +222,45 @@ def test_an_existing_artifact_folder_is_pushed_once(s3, tmp_path, monkeypatch, c
         f"0 files uploaded to s3://{BUCKET}/upgraded, 1 already there",
     ]
     assert object_root(load_settings()).keys("old-research") == ["old-research/raw/001_search.json"]
+
+
+# A writer on another host: once both are ready, stores its own bytes under the 40 shared names,
+# create-only (host-a from the first, host-b from the last), and prints how many it stored and
+# how many were refused.
+WRITER = """
+import sys
+from deepresearch_dagster.core.config import load_settings
+from deepresearch_dagster.core.errors import ArtifactIntegrityError
+from deepresearch_dagster.core.store.object_store import object_root
+shared, me = object_root(load_settings()), sys.argv[1]
+print("ready", flush=True)
+sys.stdin.readline()  # both start together
+stored = refused = 0
+for i in range(40) if me == "host-a" else reversed(range(40)):  # opposite orders: they meet
+    try:
+        shared.put_new(f"race/raw/{i:03d}.txt", f"{me} {i}".encode())
+        stored += 1
+    except ArtifactIntegrityError:
+        refused += 1
+print(stored, refused)
+"""
+
+
+def test_two_writers_of_the_same_names_never_overwrite_each_other(s3, monkeypatch):
+    use_s3(monkeypatch, s3, f"s3://{BUCKET}/race-test")
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for name in ("host-a", "host-b")
+    ]
+    assert [w.stdout.readline().strip() for w in writers] == ["ready", "ready"]
+    for w in writers:
+        w.stdin.write("go\n")
+        w.stdin.flush()
+    counts = [tuple(map(int, w.communicate(timeout=60)[0].split())) for w in writers]
+    assert all(stored + refused == 40 for stored, refused in counts)
+    assert sum(stored for stored, _ in counts) == 40  # each name stored once, by one of them
+    shared = object_root(load_settings())
+    keys = shared.keys("race")
+    assert len(keys) == 40
+    owners = {key: shared.get(key).decode().split()[0] for key in keys}
+    assert sum(owner == "host-a" for owner in owners.values()) == counts[0][0]
