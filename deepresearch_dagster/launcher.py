@@ -24,6 +24,7 @@ from .core.config import (
     POSTGRES_URL_ENV,
     check_dagster_yaml,
     dagster_home,
+    export_celery_broker,
     export_dagster_home,
     export_postgres_url,
     load_settings,
@@ -161,6 +162,8 @@ def ensure_instance() -> DagsterInstance:
 
             check_reachable(postgres_url)  # unreachable: one line naming the server, before Dagster
             export_postgres_url(postgres_url)
+        if settings.celery_broker:
+            export_celery_broker(settings.celery_broker)
         if settings.artifacts_url:
             from .core.store.object_store import object_root
 

@@ -264,3 +264,63 @@ def test_two_writers_of_the_same_names_never_overwrite_each_other(s3, monkeypatc
     assert len(keys) == 40
     owners = {key: shared.get(key).decode().split()[0] for key in keys}
     assert sum(owner == "host-a" for owner in owners.values()) == counts[0][0]
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> str:
+    reason = servers.unavailable_redis()
+    if reason:
+        pytest.skip(reason)
+    with servers.redis() as url:
+        yield url
+
+
+def start_worker(name: str, folder: Path, env: dict[str, str]) -> subprocess.Popen:
+    """A Celery worker in a folder of its own (its working copy of the artifacts, its DAGSTER_HOME)."""
+    folder.mkdir(parents=True)
+    own = {**env, "DEEPRESEARCH_ARTIFACTS_DIR": str(folder / "artifacts"), "DAGSTER_HOME": str(folder / "home")}
+    celery = Path(sys.executable).parent / "celery"
+    argv = [str(celery), "-A", "deepresearch_dagster.celery_app", "worker", "-Q", "dagster", "--concurrency", "1"]
+    argv += ["-n", f"{name}@%h", "--without-heartbeat", "--without-mingle", "--without-gossip", "--loglevel", "WARNING"]
+    log = (folder / "worker.log").open("w")
+    return subprocess.Popen(argv, cwd=folder, env=own, stdout=log, stderr=subprocess.STDOUT)
+
+
+@pytest.mark.fresh_dagster_home
+def test_compressions_fan_out_over_two_celery_workers(pg, s3, redis_url, isolated_env, monkeypatch):
+    from collections import Counter
+
+    from deepresearch_dagster.launcher import run_job
+
+    (Path(os.environ["DAGSTER_HOME"]) / "dagster.yaml").unlink()
+    monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", pg.url)
+    monkeypatch.setenv("DEEPRESEARCH_DUCKDB", str(isolated_env / "lineage.duckdb"))  # one host: a shared file
+    use_s3(monkeypatch, s3, f"s3://{BUCKET}/fan-out")
+    assert main(["run", QUESTION, "--engine", "offline", "--quiet", *SMALL]) == 0
+    monkeypatch.setenv("DEEPRESEARCH_CELERY_BROKER_URL", redis_url)
+    workers = [start_worker(name, isolated_env / name, dict(os.environ)) for name in ("w1", "w2")]
+    try:
+        # A replay with another compressor prompt: every stored raw output is compressed again, one
+        # mapped op each, taken by whichever worker is free.
+        prompt = isolated_env / "compressor_v2.md"
+        prompt.write_text((REPO / "deepresearch_dagster" / "prompts" / "compressor.md").read_text() + "\n")
+        settings = load_settings()
+        (key,) = [p.parent.name for p in settings.artifacts_path.glob("*/plan.json")]
+        outcome = run_job(
+            "recompress_job", key, resources_config={"research": {"config": {"compressor_prompt_file": str(prompt)}}}
+        )
+        assert outcome.success, outcome.message
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.wait()
+    per_worker = Counter(
+        e.event_specific_data.metadata["Celery worker"].value.split("@")[0]
+        for e in outcome.events
+        if e.event_type_value == "ENGINE_EVENT" and "Celery worker" in (e.event_specific_data.metadata or {})
+    )
+    compress_steps = [
+        e for e in outcome.events if e.event_type_value == "STEP_SUCCESS" and "compress_tool_output" in e.step_key
+    ]
+    assert len(compress_steps) >= 2
+    assert set(per_worker) == {"w1", "w2"}, per_worker

@@ -210,6 +210,8 @@ class ResearchSettings(BaseModel):
     s3_region: str = "us-east-1"
     s3_access_key_id: SecretStr | None = Field(default=None, exclude=True, repr=False)
     s3_secret_access_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    # Steps on Celery workers (``redis://host:6379/0``): broker and result backend. May carry a password.
+    celery_broker_url: SecretStr | None = Field(default=None, exclude=True, repr=False)
     # USD per 1M tokens; DEEPRESEARCH_PRICES / [prices] extend the built-in table.
     prices: dict[str, Price] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
 
@@ -264,6 +266,10 @@ class ResearchSettings(BaseModel):
         return Path(self.recurring_file).resolve()
 
     @property
+    def celery_broker(self) -> str | None:
+        return self.celery_broker_url.get_secret_value() if self.celery_broker_url else None
+
+    @property
     def postgres(self) -> str | None:
         """The team deployment's Postgres URL (``postgresql+psycopg2://``), or None (embedded)."""
         return self.postgres_url.get_secret_value() if self.postgres_url else None
@@ -295,6 +301,7 @@ ENV_VARS = {
     "s3_region": "AWS_REGION",
     "s3_access_key_id": "AWS_ACCESS_KEY_ID",
     "s3_secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    "celery_broker_url": "DEEPRESEARCH_CELERY_BROKER_URL",
     "temperature": "DEEPRESEARCH_TEMPERATURE",
     "llm_timeout_s": "DEEPRESEARCH_LLM_TIMEOUT",
     "llm_max_attempts": "DEEPRESEARCH_LLM_MAX_ATTEMPTS",
@@ -356,7 +363,8 @@ def _holds_secret(data: Mapping[str, Any]) -> bool:
     search = data.get("search") if isinstance(data.get("search"), Mapping) else {}
     keys = [k for k in data if str(k).endswith(("api_key", "access_key"))]
     keys += [k for k in search if str(k).endswith("api_key")]
-    return bool(keys) or any("@" in str(v) for v in (search.get("searxng_url", ""), data.get("postgres_url", "")))
+    urls = (search.get("searxng_url", ""), data.get("postgres_url", ""), data.get("celery_broker_url", ""))
+    return bool(keys) or any("@" in str(v) for v in urls)
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -489,7 +497,7 @@ def _register_secrets(settings: ResearchSettings) -> None:
     register_secret(settings.s3_secret_access_key)
     for name in ("tavily_api_key", "brave_api_key", "serpapi_api_key"):
         register_secret(getattr(settings.search, name))
-    for url in (settings.search.searxng_url, settings.postgres_url):
+    for url in (settings.search.searxng_url, settings.postgres_url, settings.celery_broker_url):
         if url is not None:
             for part in _url_credentials(url.get_secret_value()):
                 register_secret(part)
@@ -518,12 +526,19 @@ def export_dagster_home(home: Path) -> None:
 
 
 POSTGRES_URL_ENV = ENV_VARS["postgres_url"]
+CELERY_BROKER_ENV = ENV_VARS["celery_broker_url"]
 
 
 def export_postgres_url(url: str) -> None:
     """A Postgres ``dagster.yaml`` names the URL as ``{env: DEEPRESEARCH_POSTGRES_URL}`` (so the
     password is never written in the file): a URL from the config file is handed to Dagster so."""
     os.environ[POSTGRES_URL_ENV] = url
+
+
+def export_celery_broker(url: str) -> None:
+    """The Celery executor's config names the broker as ``{env: DEEPRESEARCH_CELERY_BROKER_URL}``
+    (never stored with the run's config): a URL from the config file is handed to Dagster so."""
+    os.environ[CELERY_BROKER_ENV] = url
 
 
 FIX_DAGSTER_YAML = "fix it, or move it aside to get the default one"

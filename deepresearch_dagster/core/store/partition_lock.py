@@ -115,6 +115,10 @@ def partition_lock(
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if holder_of(partition_dir).endswith(f", run {run_id}"):
+                    # The run's own launcher (or another of its steps' processes) holds it.
+                    yield
+                    return
                 if time.monotonic() >= deadline:
                     raise _busy(partition_key, holder_of(partition_dir)) from None
                 if on_wait is not None and not told:

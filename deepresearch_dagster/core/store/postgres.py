@@ -93,7 +93,9 @@ def advisory_partition_lock(
     """Hold a session-level ``pg_advisory_lock`` for the partition on a connection of its own:
     the server releases it when the connection ends, so a killed run (or a lost host) never leaves
     it behind. The connection's ``application_name`` names the holder for the refusal's message;
-    ``busy(holder)`` builds the exception raised when the wait runs out."""
+    ``busy(holder)`` builds the exception raised when the wait runs out. A holder of the same run
+    (the process that launched it, or another worker running one of its steps) lets it in: the
+    lock keeps other runs out, not the run's own steps."""
     key = lock_id(partition_key)
     name = f"{HOLDER_PREFIX}pid {os.getpid()} on host {socket.gethostname()}, run {run_id}"
     conn = connect(url, application_name=name)
@@ -105,11 +107,14 @@ def advisory_partition_lock(
                 cur.execute("SELECT pg_try_advisory_lock(%s)", (key,))
                 if cur.fetchone()[0]:
                     break
+            held_by = holder(conn, key)
+            if held_by.endswith(f", run {run_id}"):
+                break
             if time.monotonic() >= deadline:
-                raise busy(holder(conn, key))
+                raise busy(held_by)
             if on_wait is not None and not told:
                 told = True
-                on_wait(holder(conn, key))
+                on_wait(held_by)
             time.sleep(0.2)
         yield
     finally:
