@@ -4,7 +4,7 @@ deployment (docs/deployment.md).
 With ``DEEPRESEARCH_CELERY_BROKER_URL`` set, the jobs use :func:`executor`: each step (each
 mapped ``compress_tool_output`` among them) is a Celery task that any worker takes. A worker is
 
-    celery -A deepresearch_dagster.celery_app worker -Q dagster --concurrency 1 -n w1@%h
+    celery -A deepresearch_dagster.celery_app worker -Q dagster -n w1@%h
 
 started with the same settings as the host that launches runs (the Postgres instance, the
 object store, the broker). This module is the ``-A`` target: dagster-celery's own app would read
@@ -14,12 +14,14 @@ configuration reader.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
-from .core.config import CELERY_BROKER_ENV, load_settings
+from .core.config import CELERY_BROKER_ENV, export_postgres_url, load_settings
 
-# The worker queue every step is routed to (dagster-celery's default).
-QUEUE = "dagster"
+# dagster-celery registers its task again for every step it submits, and Celery 5.7 warns each
+# time (seven lines on the terminal per step); the task is the same one.
+warnings.filterwarnings("ignore", message="Task name 'execute_plan' is already registered")
 
 
 def executor() -> Any:
@@ -35,13 +37,21 @@ def _app() -> Any:
     from dagster_celery.make_app import make_app
     from dagster_celery.tasks import create_task
 
-    broker = load_settings().celery_broker
+    settings = load_settings()
+    if settings.postgres:
+        # The run's instance comes to the worker as a reference naming the variable: its value
+        # here must be the psycopg2 form too (core/config.py), whatever the worker was given.
+        export_postgres_url(settings.postgres)
+    broker = settings.celery_broker
     if not broker:
         from .core.errors import ConfigError
 
         raise ConfigError(f"{CELERY_BROKER_ENV} is not set: a worker needs the broker's URL (redis://host:6379/0)")
     # The same arguments as the executor's side (CeleryExecutor.app_args), so both build one app.
     app = make_app({"broker": broker, "backend": broker, "include": [], "config_source": {}, "retries": None})
+    # One task at a time per worker process, none reserved ahead: a free worker takes the next
+    # step instead of it waiting behind a busy one (dagster-celery's own worker command does the same).
+    app.conf.worker_prefetch_multiplier = 1
     create_task(app)
     return app
 

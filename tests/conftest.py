@@ -160,7 +160,6 @@ SLOW_FIRST = (
 # so the fixture is set up once (checked in pytest_collection_modifyitems).
 KEEP_TOGETHER = (
     "tests/test_real_servers_e2e.py",
-    "tests/test_team_deployment.py",
     "tests/test_cli_startup.py",
     "tests/core/web/test_search.py",
     "tests/core/web/test_fetch.py",

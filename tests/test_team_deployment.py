@@ -1,6 +1,8 @@
 """A team deployment against real servers (docs/deployment.md): the Dagster instance in Postgres,
-the partition lock across hosts. Each server starts once for the module (tests/servers.py), on
-127.0.0.1, and the module is skipped, with the reason, only where a server cannot be installed."""
+the partition lock across hosts, artifacts on an object store, steps on Celery workers. Each server
+starts once per test process (session fixtures: the long tests can run on both xdist workers at
+once), from tests/servers.py, on 127.0.0.1; a test is skipped, with the reason, only where its
+server cannot be installed."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,7 +29,7 @@ QUESTION = "What limits solid-state battery manufacturing, and how are companies
 SMALL = ("--max-steps", "1", "--depth", "0", "--breadth", "1")  # a short research: the storage is under test
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def pg() -> servers.Postgres:
     reason = servers.unavailable_postgres()
     if reason:
@@ -38,7 +41,7 @@ def pg() -> servers.Postgres:
 BUCKET = "team-artifacts"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def s3() -> servers.S3Server:
     reason = servers.unavailable_s3()
     if reason:
@@ -266,7 +269,7 @@ def test_two_writers_of_the_same_names_never_overwrite_each_other(s3, monkeypatc
     assert sum(owner == "host-a" for owner in owners.values()) == counts[0][0]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def redis_url() -> str:
     reason = servers.unavailable_redis()
     if reason:
@@ -281,9 +284,18 @@ def start_worker(name: str, folder: Path, env: dict[str, str]) -> subprocess.Pop
     own = {**env, "DEEPRESEARCH_ARTIFACTS_DIR": str(folder / "artifacts"), "DAGSTER_HOME": str(folder / "home")}
     celery = Path(sys.executable).parent / "celery"
     argv = [str(celery), "-A", "deepresearch_dagster.celery_app", "worker", "-Q", "dagster", "--concurrency", "1"]
-    argv += ["-n", f"{name}@%h", "--without-heartbeat", "--without-mingle", "--without-gossip", "--loglevel", "WARNING"]
+    argv += ["-n", f"{name}@%h", "--without-heartbeat", "--without-mingle", "--without-gossip", "--loglevel", "INFO"]
     log = (folder / "worker.log").open("w")
     return subprocess.Popen(argv, cwd=folder, env=own, stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_ready(worker: subprocess.Popen, folder: Path, timeout_s: float = 120.0) -> None:
+    """Until the worker's log says it is ready (it then takes tasks), or it exits."""
+    deadline = time.monotonic() + timeout_s
+    while " ready." not in (folder / "worker.log").read_text():
+        assert worker.poll() is None, (folder / "worker.log").read_text()[-2000:]
+        assert time.monotonic() < deadline, f"worker in {folder} not ready after {timeout_s:g} s"
+        time.sleep(0.1)
 
 
 @pytest.mark.fresh_dagster_home
@@ -296,10 +308,16 @@ def test_compressions_fan_out_over_two_celery_workers(pg, s3, redis_url, isolate
     monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", pg.url)
     monkeypatch.setenv("DEEPRESEARCH_DUCKDB", str(isolated_env / "lineage.duckdb"))  # one host: a shared file
     use_s3(monkeypatch, s3, f"s3://{BUCKET}/fan-out")
-    assert main(["run", QUESTION, "--engine", "offline", "--quiet", *SMALL]) == 0
-    monkeypatch.setenv("DEEPRESEARCH_CELERY_BROKER_URL", redis_url)
-    workers = [start_worker(name, isolated_env / name, dict(os.environ)) for name in ("w1", "w2")]
+    # The workers start (about as long as the research takes) while this process researches.
+    workers = [
+        start_worker(name, isolated_env / name, {**os.environ, "DEEPRESEARCH_CELERY_BROKER_URL": redis_url})
+        for name in ("w1", "w2")
+    ]
     try:
+        assert main(["run", QUESTION, "--engine", "offline", "--quiet", *SMALL]) == 0
+        monkeypatch.setenv("DEEPRESEARCH_CELERY_BROKER_URL", redis_url)
+        for name, worker in zip(("w1", "w2"), workers, strict=True):
+            wait_ready(worker, isolated_env / name)
         # A replay with another compressor prompt: every stored raw output is compressed again, one
         # mapped op each, taken by whichever worker is free.
         prompt = isolated_env / "compressor_v2.md"

@@ -12,7 +12,6 @@ import contextlib
 import hashlib
 import math
 import os
-import socket
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -65,20 +64,26 @@ def lock_id(partition_key: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-HOLDER_PREFIX = "deepresearch "
+def holder_name(run_id: str) -> str:
+    """The lock holder's ``application_name``: its run and pid (Postgres keeps 63 characters)."""
+    return f"dr run {run_id[:40]} pid {os.getpid()}"
 
 
-def holder(conn: Any, key: int) -> str:
-    """Who holds the advisory lock ``key``: the holder's ``application_name`` (pid, host, run)."""
+def holder(conn: Any, key: int) -> tuple[str, str]:
+    """Who holds the advisory lock ``key``: (``pid 123 on host 10.0.0.5, run <id>``, run id), from
+    the holder's ``application_name`` and address; ("", "") when unknown."""
     with conn.cursor() as cur:
         cur.execute(
-            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "SELECT a.application_name, host(a.client_addr) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
             "WHERE l.locktype = 'advisory' AND l.granted "
             "AND ((l.classid::bigint << 32) | l.objid::bigint) = %s",
             (key,),
         )
         row = cur.fetchone()
-    return row[0].removeprefix(HOLDER_PREFIX) if row and row[0] else ""
+    parts = (row[0] or "").split() if row else []
+    if len(parts) != 5 or parts[:2] != ["dr", "run"]:
+        return "", ""
+    return f"pid {parts[4]} on host {row[1] or 'local socket'}, run {parts[2]}", parts[2]
 
 
 @contextlib.contextmanager
@@ -97,8 +102,7 @@ def advisory_partition_lock(
     (the process that launched it, or another worker running one of its steps) lets it in: the
     lock keeps other runs out, not the run's own steps."""
     key = lock_id(partition_key)
-    name = f"{HOLDER_PREFIX}pid {os.getpid()} on host {socket.gethostname()}, run {run_id}"
-    conn = connect(url, application_name=name)
+    conn = connect(url, application_name=holder_name(run_id))
     deadline = time.monotonic() + wait_s if math.isfinite(wait_s) else math.inf
     told = False
     try:
@@ -107,8 +111,8 @@ def advisory_partition_lock(
                 cur.execute("SELECT pg_try_advisory_lock(%s)", (key,))
                 if cur.fetchone()[0]:
                     break
-            held_by = holder(conn, key)
-            if held_by.endswith(f", run {run_id}"):
+            held_by, held_by_run = holder(conn, key)
+            if held_by_run and held_by_run == run_id[:40]:
                 break
             if time.monotonic() >= deadline:
                 raise busy(held_by)
