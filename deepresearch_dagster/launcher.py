@@ -19,7 +19,16 @@ from typing import Any
 
 from dagster import DagsterInstance, Definitions
 
-from .core.config import FIX_DAGSTER_YAML, check_dagster_yaml, dagster_home, export_dagster_home
+from .core.config import (
+    FIX_DAGSTER_YAML,
+    POSTGRES_URL_ENV,
+    check_dagster_yaml,
+    dagster_home,
+    export_celery_broker,
+    export_dagster_home,
+    export_postgres_url,
+    load_settings,
+)
 from .core.errors import (
     INSTANCE_STORAGE,
     ConfigError,
@@ -57,6 +66,48 @@ def init_instance_storage(home: Path) -> None:
 
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+# Appended to the packaged dagster.yaml when a Postgres URL is configured; deploy/dagster-postgres.yaml
+# is this file as generated (tests/test_team_deployment.py keeps the two equal).
+POSTGRES_STORAGE = f"""
+# A team deployment (docs/deployment.md): runs, event logs, schedules and the run queue live in
+# Postgres, shared by every host. The URL (postgresql+psycopg2://user:password@host:port/db) is read
+# from the environment, so its password is never written in this file.
+storage:
+  postgres:
+    postgres_url:
+      env: {POSTGRES_URL_ENV}
+"""
+
+
+def instance_yaml(postgres: bool = False) -> bytes:
+    """The ``dagster.yaml`` a new DAGSTER_HOME gets: the packaged one, plus Postgres storage."""
+    default = (PACKAGE_DIR / "dagster_home" / "dagster.yaml").read_bytes()
+    return default + POSTGRES_STORAGE.encode() if postgres else default
+
+
+def _stores_in_postgres(path: Path) -> bool:
+    import yaml
+
+    data = yaml.safe_load(path.read_bytes()) or {}
+    storage = data.get("storage") or {}
+    return isinstance(storage, dict) and "postgres" in storage
+
+
+def _instance_yaml_in_place(home: Path, postgres_url: str | None) -> None:
+    """Write ``dagster.yaml`` when missing (the packaged one, becoming the Postgres one when a URL
+    is configured: a home still holding the untouched default is switched too); a hand-written
+    one is kept, but one that would store the instance locally while a Postgres URL is configured
+    is refused: runs would then be invisible to the other hosts."""
+    path = home / "dagster.yaml"
+    wanted = instance_yaml(postgres=bool(postgres_url))
+    if not path.exists() or (postgres_url and path.read_bytes() == instance_yaml()):
+        atomic_write_bytes(path, wanted)
+    check_dagster_yaml(home)
+    if postgres_url and not _stores_in_postgres(path):
+        raise ConfigError(
+            f"{POSTGRES_URL_ENV} is set but {path} keeps the Dagster instance in local files: add the storage "
+            "block of deploy/dagster-postgres.yaml to it (docs/deployment.md)"
+        )
 
 
 def _alive(pid: int) -> bool:
@@ -100,12 +151,23 @@ def ensure_instance() -> DagsterInstance:
     instance storage :class:`StorageError` (never Dagster's or SQLAlchemy's tracebacks)."""
     home = dagster_home()
     try:
+        settings = load_settings()
+        postgres_url = settings.postgres
         home.mkdir(parents=True, exist_ok=True)
-        if not (home / "dagster.yaml").exists():
-            # Atomic, and the storage is created under a lock: concurrent first runs must not race.
-            atomic_write_bytes(home / "dagster.yaml", (PACKAGE_DIR / "dagster_home" / "dagster.yaml").read_bytes())
-        check_dagster_yaml(home)
+        # Atomic, and the storage is created under a lock: concurrent first runs must not race.
+        _instance_yaml_in_place(home, postgres_url)
         check_writable(home)  # a full disk here is one line now, not an SQLite error mid-run
+        if postgres_url:
+            from .core.store.postgres import check_reachable
+
+            check_reachable(postgres_url)  # unreachable: one line naming the server, before Dagster
+            export_postgres_url(postgres_url)
+        if settings.celery_broker:
+            export_celery_broker(settings.celery_broker)
+        if settings.artifacts_url:
+            from .core.store.object_store import object_root
+
+            object_root(settings)  # unreachable, no bucket, refused keys: one line, before Dagster
         export_dagster_home(home)
         init_instance_storage(home)
         return DagsterInstance.get()

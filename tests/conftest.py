@@ -141,6 +141,7 @@ def _no_leaked_dagster_instance() -> Iterator[None]:
 # about the longest of them plus everything else split in two, not one long test started last.
 SLOW_FIRST = (
     "test_real_servers_e2e.py",
+    "test_team_deployment.py",
     "test_concurrency.py",
     "test_ui_browser.py",
     "test_ui_smoke.py",

@@ -67,7 +67,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         # One run per question: a second one is refused at once, before Dagster is loaded (or,
         # with --wait, waits for the first one and then resumes from what it stored).
-        with partition_lock(partition_dir, key, run_id, wait_s=math.inf if args.wait else 0.0, on_wait=waiting):
+        wait_s = math.inf if args.wait else 0.0
+        with partition_lock(partition_dir, key, run_id, wait_s, waiting, postgres_url=settings.postgres):
             outcome, lineage = _run_locked(args, settings, question, options, effective, key, run_id)
     except PartitionBusy as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -244,6 +244,18 @@ class ResearchSettings(BaseModel):
     fetch_respect_robots: bool = True
     enable_fetch: bool = False
     search: SearchSettings = Field(default_factory=SearchSettings)
+    # A team deployment's Postgres (docs/deployment.md): the Dagster instance storage and the
+    # partition locks across hosts. It carries a password: a secret, never dumped.
+    postgres_url: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    # Artifacts shared by every host (docs/deployment.md): ``s3://bucket/prefix`` on AWS S3 or any
+    # S3-API store (MinIO, R2: ``s3_endpoint``). ``artifacts_dir`` is then each host's working copy.
+    artifacts_url: str = Field(default="", pattern=r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?)?$")
+    s3_endpoint: str | None = None
+    s3_region: str = "us-east-1"
+    s3_access_key_id: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    s3_secret_access_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    # Steps on Celery workers (``redis://host:6379/0``): broker and result backend. May carry a password.
+    celery_broker_url: SecretStr | None = Field(default=None, exclude=True, repr=False)
     # USD per 1M tokens; DEEPRESEARCH_PRICES / [prices] extend the built-in table.
     prices: dict[str, Price] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
     # Tools from outside the core (docs/tools.md): MCP servers by name, and the Python plugins of
@@ -263,6 +275,19 @@ class ResearchSettings(BaseModel):
         if bad:
             raise ValueError(f"MCP server names are letters, digits, '-' and '_' (got {', '.join(bad)})")
         return value
+
+    @field_validator("postgres_url", mode="before")
+    @classmethod
+    def _psycopg2_scheme(cls, value: Any) -> Any:
+        """``postgresql+psycopg2://``: with SQLAlchemy 2.1 a bare ``postgresql://`` selects psycopg 3,
+        and Dagster's ``NOTIFY run_events, $1`` then fails (runs stay NOT_STARTED)."""
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if not isinstance(text, str) or not text.strip():
+            return None
+        scheme, sep, rest = text.strip().partition("://")
+        if not sep or scheme not in ("postgres", "postgresql", "postgresql+psycopg2"):
+            raise ValueError("must be a postgresql://user:password@host:port/database URL")
+        return f"postgresql+psycopg2://{rest}"
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ResearchSettings:
@@ -301,6 +326,15 @@ class ResearchSettings(BaseModel):
     def recurring_path(self) -> Path:
         return Path(self.recurring_file).resolve()
 
+    @property
+    def celery_broker(self) -> str | None:
+        return self.celery_broker_url.get_secret_value() if self.celery_broker_url else None
+
+    @property
+    def postgres(self) -> str | None:
+        """The team deployment's Postgres URL (``postgresql+psycopg2://``), or None (embedded)."""
+        return self.postgres_url.get_secret_value() if self.postgres_url else None
+
     def resolved_engine(self) -> Literal["offline", "openai"]:
         if self.engine != "auto":
             return self.engine
@@ -321,6 +355,14 @@ ENV_VARS = {
     "recurring_file": "DEEPRESEARCH_RECURRING",
     "openai_base_url": "OPENAI_BASE_URL",
     "openai_api_key": "OPENAI_API_KEY",
+    "postgres_url": "DEEPRESEARCH_POSTGRES_URL",
+    "artifacts_url": "DEEPRESEARCH_ARTIFACTS_URL",
+    # The names every S3 client reads.
+    "s3_endpoint": "AWS_ENDPOINT_URL",
+    "s3_region": "AWS_REGION",
+    "s3_access_key_id": "AWS_ACCESS_KEY_ID",
+    "s3_secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    "celery_broker_url": "DEEPRESEARCH_CELERY_BROKER_URL",
     "temperature": "DEEPRESEARCH_TEMPERATURE",
     "llm_timeout_s": "DEEPRESEARCH_LLM_TIMEOUT",
     "llm_max_attempts": "DEEPRESEARCH_LLM_MAX_ATTEMPTS",
@@ -383,10 +425,12 @@ def config_file_path(env: Mapping[str, str] | None = None) -> Path:
 
 def _holds_secret(data: Mapping[str, Any]) -> bool:
     search = data.get("search") if isinstance(data.get("search"), Mapping) else {}
-    keys = [k for k in data if str(k).endswith("api_key")] + [k for k in search if str(k).endswith("api_key")]
+    keys = [k for k in data if str(k).endswith(("api_key", "access_key"))]
+    keys += [k for k in search if str(k).endswith("api_key")]
     servers = data.get("mcp_servers") if isinstance(data.get("mcp_servers"), Mapping) else {}
     mcp = any(isinstance(s, Mapping) and (s.get("env") or s.get("headers")) for s in servers.values())
-    return bool(keys) or mcp or "@" in str(search.get("searxng_url", ""))
+    urls = (search.get("searxng_url", ""), data.get("postgres_url", ""), data.get("celery_broker_url", ""))
+    return bool(keys) or mcp or any("@" in str(v) for v in urls)
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -516,6 +560,7 @@ def _register_secrets(settings: ResearchSettings) -> None:
     from .errors import register_secret
 
     register_secret(settings.openai_api_key)
+    register_secret(settings.s3_secret_access_key)
     for name in ("tavily_api_key", "brave_api_key", "serpapi_api_key"):
         register_secret(getattr(settings.search, name))
     for server in settings.mcp_servers.values():
@@ -525,11 +570,10 @@ def _register_secrets(settings: ResearchSettings) -> None:
             register_secret(value.get_secret_value().rpartition(" ")[2])
         for part in _url_credentials(server.url or ""):
             register_secret(part)
-    url = settings.search.searxng_url
-    if url is not None:
-        parts = _url_credentials(url.get_secret_value())
-        for part in parts:
-            register_secret(part)
+    for url in (settings.search.searxng_url, settings.postgres_url, settings.celery_broker_url):
+        if url is not None:
+            for part in _url_credentials(url.get_secret_value()):
+                register_secret(part)
 
 
 def _url_credentials(url: str) -> list[str]:
@@ -552,6 +596,22 @@ def dagster_home() -> Path:
 def export_dagster_home(home: Path) -> None:
     """Dagster reads DAGSTER_HOME itself (``DagsterInstance.get``)."""
     os.environ["DAGSTER_HOME"] = str(home)
+
+
+POSTGRES_URL_ENV = ENV_VARS["postgres_url"]
+CELERY_BROKER_ENV = ENV_VARS["celery_broker_url"]
+
+
+def export_postgres_url(url: str) -> None:
+    """A Postgres ``dagster.yaml`` names the URL as ``{env: DEEPRESEARCH_POSTGRES_URL}`` (so the
+    password is never written in the file): a URL from the config file is handed to Dagster so."""
+    os.environ[POSTGRES_URL_ENV] = url
+
+
+def export_celery_broker(url: str) -> None:
+    """The Celery executor's config names the broker as ``{env: DEEPRESEARCH_CELERY_BROKER_URL}``
+    (never stored with the run's config): a URL from the config file is handed to Dagster so."""
+    os.environ[CELERY_BROKER_ENV] = url
 
 
 FIX_DAGSTER_YAML = "fix it, or move it aside to get the default one"

@@ -118,7 +118,7 @@ class ResearchContext:
 
     @cached_property
     def store(self) -> ArtifactStore:
-        return ArtifactStore(self.settings.artifacts_path, self.partition_key)
+        return ArtifactStore.for_settings(self.settings, self.partition_key)
 
     @cached_property
     def responses(self) -> ResponseCache:

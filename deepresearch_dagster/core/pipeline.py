@@ -236,7 +236,7 @@ def run_research(
         key = register(lineage, question, options, partition_key=partition_key)
         ctx = open_context(key, settings, lineage, log=log)
     # One run per partition (the Dagster assets take the same lock per stage).
-    with partition_lock(ctx.store.partition_dir, key, ctx.run_id):
+    with partition_lock(ctx.store.partition_dir, key, ctx.run_id, postgres_url=settings.postgres):
         with lineage.session():
             plan = plan_stage(ctx)
         save_stage(ctx.store, "research_plan", plan)

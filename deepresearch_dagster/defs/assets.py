@@ -42,7 +42,6 @@ from ..core.pipeline import (
     summaries_bundle,
 )
 from ..core.roles.revision import critique_markdown
-from ..core.store.artifacts import ArtifactReader
 from ..core.store.partition_lock import PartitionBusy, partition_lock
 from .partitions import research_partitions
 from .resources import ResearchConfig, lineage_store
@@ -139,7 +138,7 @@ def _stage(ctx: ResearchContext, stage: str) -> Iterator[None]:
     """One run per partition at a time; record the stage in DuckDB; turn known errors into a
     clear Dagster failure."""
     try:
-        with partition_lock(ctx.store.partition_dir, ctx.partition_key, ctx.run_id):
+        with partition_lock(ctx.store.partition_dir, ctx.partition_key, ctx.run_id, postgres_url=ctx.settings.postgres):
             ctx.lineage.run_started(ctx.run_id, ctx.partition_key, stage)
             with _recorded(ctx, stage):
                 yield
@@ -309,7 +308,7 @@ def _tool_outputs_asset(
     )
     yield Output(outputs, metadata=metadata)
     recorded = ctx.lineage.tool_call_hashes(ctx.partition_key)
-    on_disk = set(ArtifactReader(ctx.store.raw_dir(research_plan.plan_title)).files())
+    on_disk = set(ctx.store.raw_reader(research_plan.plan_title).files())
     matches = recorded == {c.artifact_file: c.sha256 for c in outputs.calls} and on_disk == set(recorded)
     yield AssetCheckResult(
         check_name="raw_artifacts_match_lineage",

@@ -17,6 +17,15 @@ def build_definitions(schedules: bool = True) -> Definitions:
     CLI and tests build their own. ``schedules=False`` leaves out recurring.yaml (running one
     job needs no schedule, and a broken file must not stop it)."""
     settings = load_settings()
+    if settings.celery_broker:
+        from ..celery_app import executor
+
+        # A team deployment: each step is a Celery task, taken by any worker (docs/deployment.md).
+        run_executor = executor()
+    else:
+        # One process per run: the loop and the mapped compression op share DuckDB without
+        # contending for its single-writer lock, and no per-op process start-up is paid.
+        run_executor = in_process_executor
     return Definitions(
         # The evaluation asset researches its items through research_job of definitions built
         # the same way (in its run's process, only when it runs).
@@ -28,7 +37,5 @@ def build_definitions(schedules: bool = True) -> Definitions:
         # read at load time.
         schedules=recurring_schedules(path=settings.recurring_path) if schedules else [],
         resources=default_resources(settings),
-        # One process per run: the loop and the mapped compression op share DuckDB without
-        # contending for its single-writer lock, and no per-op process start-up is paid.
-        executor=in_process_executor,
+        executor=run_executor,
     )

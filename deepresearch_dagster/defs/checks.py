@@ -22,7 +22,7 @@ def _summaries_match_lineage(
     in_bundle = [s.call_id for s in bundle.summaries]
     recorded = lineage.summary_versions(bundle.partition_key)
     expected = {(s.call_id, s.compressor_model, s.prompt_version) for s in bundle.summaries}
-    store = ArtifactStore(research.settings(duckdb.database).artifacts_path, bundle.partition_key)
+    store = ArtifactStore.for_settings(research.settings(duckdb.database), bundle.partition_key)
     versioned = bundle_version_file(bundle.compressor_model, bundle.prompt_version)
     copy_ok = store.exists(versioned) and store.read_text(versioned) == store.read_text("compressed_summaries.json")
     # In raw-context mode (benchmarks only) summaries carry no compressor version by design.

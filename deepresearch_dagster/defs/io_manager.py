@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 from dagster import ConfigurableIOManager, Failure, InputContext, MetadataValue, OutputContext
 from pydantic import BaseModel
 
@@ -9,6 +11,7 @@ from ..core.errors import storage_failure
 from ..core.models import ToolOutputs
 from ..core.pipeline import STAGE_FILES, load_stage, save_stage
 from ..core.store.artifacts import ArtifactStore
+from ..core.store.object_store import ObjectRoot, object_root
 
 
 def verify_raw_files(store: ArtifactStore, outputs: ToolOutputs) -> None:
@@ -24,7 +27,11 @@ class ResearchIOManager(ConfigurableIOManager):
     artifacts_dir: str
 
     def _store(self, partition_key: str) -> ArtifactStore:
-        return ArtifactStore(self.artifacts_dir, partition_key)
+        from ..core.config import load_settings
+
+        # The shared object store (a team deployment) comes from the run process's configuration:
+        # its credentials are never part of the resource config.
+        return ArtifactStore(self.artifacts_dir, partition_key, object_root(load_settings()))
 
     def handle_output(self, context: OutputContext, obj: BaseModel) -> None:
         stage = context.asset_key.path[-1]
@@ -64,3 +71,33 @@ class ResearchIOManager(ConfigurableIOManager):
         if isinstance(value, ToolOutputs):
             verify_raw_files(store, value)
         return value
+
+
+class SharedRunIOManager(ConfigurableIOManager):
+    """Op-to-op outputs of a run (the calls handed to the mapped compression op, its results) in
+    the shared object store, under ``_dagster_runs/<run id>/<step>/<output>[/<mapping key>]``: with
+    steps on Celery workers on several hosts, a step reads what a step on another host wrote.
+    (Dagster's default keeps them under the launching host's DAGSTER_HOME.) Partition folders start
+    with a letter or digit, so the ``_`` prefix never meets a research's files."""
+
+    def _root(self) -> ObjectRoot:
+        from ..core.config import load_settings
+
+        root = object_root(load_settings())
+        if root is None:
+            raise Failure(description="DEEPRESEARCH_ARTIFACTS_URL is not set on this worker", allow_retries=False)
+        return root
+
+    @staticmethod
+    def _key(identifier: list[str]) -> str:
+        return "_dagster_runs/" + "/".join(identifier) + ".pickle"
+
+    def handle_output(self, context: OutputContext, obj: object) -> None:
+        self._root().put(self._key(context.get_identifier()), pickle.dumps(obj))
+
+    def load_input(self, context: InputContext) -> object:
+        key = self._key(context.upstream_output.get_identifier())
+        data = self._root().get(key)
+        if data is None:
+            raise Failure(description=f"{key} is missing from the object store", allow_retries=False)
+        return pickle.loads(data)  # written by this deployment's own steps, in its own bucket

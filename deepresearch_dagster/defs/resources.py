@@ -85,11 +85,14 @@ def lineage_store(duckdb: DuckDBResource) -> LineageStore:
 
 
 def default_resources(settings: ResearchSettings | None = None) -> dict[str, object]:
-    from .io_manager import ResearchIOManager
+    from .io_manager import ResearchIOManager, SharedRunIOManager
 
     settings = settings or load_settings()
-    return {
+    resources: dict[str, object] = {
         "research": ResearchConfig(),
         "duckdb": DuckDBResource(database=str(settings.duckdb_file)),
         "research_io_manager": ResearchIOManager(artifacts_dir=str(settings.artifacts_path)),
     }
+    if settings.celery_broker and settings.artifacts_url:
+        resources["io_manager"] = SharedRunIOManager()  # steps on several hosts
+    return resources

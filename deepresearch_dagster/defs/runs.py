@@ -88,6 +88,34 @@ class RunOutcome:
         return not self.success and "storage" in failure_kinds(self.events)
 
 
+DEFINITIONS_MODULE = "deepresearch_dagster.definitions"
+
+
+def _execute_on_workers(
+    job: Any,
+    partition_key: str,
+    instance: DagsterInstance,
+    run_config: dict[str, Any],
+    tags: dict[str, str],
+    run_id: str | None,
+) -> Any:
+    """A run whose steps go to Celery workers (``celery_app.executor``): this process orchestrates,
+    the workers load the job from the definitions module by name (``execute_in_process`` would run
+    every step here, whatever the executor)."""
+    from dagster._core.definitions.reconstruct import ReconstructableRepository
+    from dagster._core.execution.api import execute_run
+
+    recon = ReconstructableRepository.for_module(DEFINITIONS_MODULE, "defs").get_reconstructable_job(job.name)
+    run = instance.create_run_for_job(
+        job_def=job,
+        run_id=run_id,
+        run_config=run_config,
+        tags={**tags, "dagster/partition": partition_key},
+        job_code_origin=recon.get_python_origin(),
+    )
+    return execute_run(recon, run, instance)
+
+
 def execute(
     definitions: Definitions,
     job_name: str,
@@ -100,14 +128,19 @@ def execute(
     """``job_name`` for one (existing) partition, tagged with this process; never raises for a
     failed step (the outcome says why). ``run_id``: the run's id, chosen by the caller (the CLI
     names it in the partition's lock before the run starts)."""
-    result = definitions.resolve_job_def(job_name).execute_in_process(
-        partition_key=partition_key,
-        instance=instance,
-        raise_on_error=False,
-        run_id=run_id,
-        run_config=run_config,
-        tags={**(tags or {}), PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()},
-    )
+    job = definitions.resolve_job_def(job_name)
+    tags = {**(tags or {}), PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+    if job.executor_def.name == "celery":
+        result = _execute_on_workers(job, partition_key, instance, run_config, tags, run_id)
+    else:
+        result = job.execute_in_process(
+            partition_key=partition_key,
+            instance=instance,
+            raise_on_error=False,
+            run_id=run_id,
+            run_config=run_config,
+            tags=tags,
+        )
     reasons = [] if result.success else failure_reasons(result.all_events)
     message = "" if result.success else (reasons[-1] if reasons else "unknown error")
     return RunOutcome(result.success, result.run_id, message, reasons, list(result.all_events))

@@ -41,7 +41,6 @@ from ..models import (
     ToolOutputs,
 )
 from ..naming import markdown_code, reference_line, short_artifact_name
-from ..store.artifacts import ArtifactReader
 from ..tools import Toolbox, ToolError
 from ..tools.artifact_tools import artifact_tools
 from ..untrusted import data_marker, spotlight, without_address
@@ -204,7 +203,7 @@ def artifact_lookups(
     cap = ctx.settings.report_lookups
     if cap <= 0:
         return []
-    toolbox = Toolbox(artifact_tools(ArtifactReader(ctx.store.raw_dir(plan.plan_title))))
+    toolbox = Toolbox(artifact_tools(ctx.store.raw_reader(plan.plan_title)))
     ask = [*messages, {"role": "user", "content": render("reporter_lookup", max_lookups=cap)}]
     try:
         completion = complete_recorded(

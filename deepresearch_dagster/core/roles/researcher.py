@@ -26,7 +26,7 @@ from ..llm.prompts import render
 from ..llm.structured import complete_recorded, record_completion, record_fallback
 from ..models import PlanStep, ResearchPlan, SummaryRecord, ToolCallRecord, ToolOutputs
 from ..naming import artifact_filename, plan_folder, slugify
-from ..store.artifacts import CORPUS_CACHE, ArtifactReader
+from ..store.artifacts import CORPUS_CACHE
 from ..store.tool_cache import ToolCache
 from ..text import estimate_tokens
 from ..tools import Toolbox, ToolResult
@@ -59,7 +59,7 @@ def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
         tools.append(search_tool(FallbackSearch(providers)))
     if providers or settings.enable_fetch:
         tools.append(fetch_tool(fetch_policy(settings)))
-    tools += artifact_tools(ArtifactReader(ctx.store.raw_dir(plan_title)))
+    tools += artifact_tools(ctx.store.raw_reader(plan_title))
     external = load_external_tools(settings, {t.name for t in tools})
     for problem in external.problems:
         ctx.log(problem)

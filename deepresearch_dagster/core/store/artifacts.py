@@ -18,10 +18,14 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ArtifactAccessError, ArtifactIntegrityError
 from ..naming import plan_folder, short_hash, slugify
+
+if TYPE_CHECKING:
+    from ..config import ResearchSettings
+    from .object_store import ObjectRoot
 
 CORPUS_CACHE = "corpus_cache"  # under the artifact root, shared by researches: extracted texts, index snapshots
 _SAFE_PARTITION = re.compile(r"[a-z0-9][a-z0-9_-]{0,120}")
@@ -178,10 +182,47 @@ class StoredRaw:
 
 
 class ArtifactStore:
-    def __init__(self, root: str | Path, partition_key: str) -> None:
+    """One research's artifacts. With a ``shared`` root (a team deployment's object store,
+    ``core/store/object_store.py``) the local folder is this host's working copy: every write goes
+    to both (raw outputs create-only there), and a file another host wrote is fetched on first
+    read, under the same relative name, and verified like a local one."""
+
+    def __init__(self, root: str | Path, partition_key: str, shared: ObjectRoot | None = None) -> None:
         self.root = Path(root).resolve()
         self.partition_key = partition_key
         self.partition_dir = self.root / partition_folder(partition_key)
+        self.shared = shared
+
+    @classmethod
+    def for_settings(cls, settings: ResearchSettings, partition_key: str) -> ArtifactStore:
+        """The store of ``settings``: the working copy, and the shared object store when configured."""
+        from .object_store import object_root
+
+        return cls(settings.artifacts_path, partition_key, object_root(settings))
+
+    def _relpath(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def _fetch(self, path: Path) -> bool:
+        """Copy ``path`` from the shared root into the working copy when it is only there."""
+        if self.shared is None or path.exists():
+            return path.exists()
+        data = self.shared.get(self._relpath(path))
+        if data is None:
+            return False
+        atomic_write_bytes(path, data)
+        return True
+
+    def raw_reader(self, plan_title: str) -> ArtifactReader:
+        """``grep_artifacts``/``read_artifact`` over the plan's raw folder, with every raw output
+        the other hosts stored fetched first."""
+        raw_dir = self.raw_dir(plan_title)
+        if self.shared is not None:
+            for key in self.shared.keys(self._relpath(raw_dir)):
+                name = key.rsplit("/", 1)[-1]
+                if "/" not in key.removeprefix(self._relpath(raw_dir) + "/") and not name.startswith("."):
+                    self._fetch(self._confined(raw_dir, name))
+        return ArtifactReader(raw_dir)
 
     def remove_stale_temps(self, older_than_s: float = 60.0) -> list[str]:
         """Delete the temp files a killed writer left in the partition (see the module-level
@@ -200,9 +241,11 @@ class ArtifactStore:
         path = self._confined(self.raw_dir(plan_title), filename)
         self._check_unlinked(path, self.raw_dir(plan_title) / filename)
         atomic_write_bytes(path, data)
+        if self.shared is not None:
+            self.shared.put_new(self._relpath(path), data)
         return StoredRaw(
             filename=filename,
-            relpath=path.relative_to(self.root).as_posix(),
+            relpath=self._relpath(path),
             bytes=len(data),
             sha256=sha256_bytes(data),
             text=text,
@@ -211,17 +254,22 @@ class ArtifactStore:
     def write_text(self, name: str, text: str) -> Path:
         path = self._confined(self.partition_dir, name, allow_subdir=True)
         self._check_unlinked(path, self.partition_dir / name)
-        atomic_write_bytes(path, text.encode("utf-8"))
+        data = text.encode("utf-8")
+        atomic_write_bytes(path, data)
+        if self.shared is not None:
+            self.shared.put(self._relpath(path), data)
         return path
 
     def write_json(self, name: str, obj: Any) -> Path:
         return self.write_text(name, dumps_json(obj))
 
     def read_text(self, name: str) -> str:
-        return self._confined(self.partition_dir, name, allow_subdir=True).read_text("utf-8")
+        path = self._confined(self.partition_dir, name, allow_subdir=True)
+        self._fetch(path)
+        return path.read_text("utf-8")
 
     def exists(self, name: str) -> bool:
-        return self._confined(self.partition_dir, name, allow_subdir=True).exists()
+        return self._fetch(self._confined(self.partition_dir, name, allow_subdir=True))
 
     def resolve_relpath(self, relpath: str) -> Path:
         path = (self.root / relpath).resolve()
@@ -232,7 +280,9 @@ class ArtifactStore:
     def read_verified(self, relpath: str, sha256: str) -> bytes:
         """The bytes of a raw artifact of this research (path relative to the artifact root),
         checked against the sha256 recorded when it was written (:func:`read_verified_file`)."""
-        return read_verified_file(self.resolve_relpath(relpath), sha256, relpath)
+        path = self.resolve_relpath(relpath)
+        self._fetch(path)
+        return read_verified_file(path, sha256, relpath)
 
     def verify(self, relpath: str | None, sha256: str | None) -> bool | None:
         """True when the artifact is intact, False when its bytes changed, None when it is missing."""

@@ -7,6 +7,8 @@ holder (pid and run id) for the message the second run shows. The lock is re-ent
 process (the CLI holds it around the run, the run's stages take it again). Queued Dagster runs
 of one partition are serialized before they start by the run queue's per-partition tag limit
 (``dagster_home/dagster.yaml``); this lock also covers runs started in-process by the CLI.
+A ``flock`` holds only on one host: a team deployment (a Postgres URL configured) takes a Postgres
+advisory lock instead (``postgres.advisory_partition_lock``), released too when its holder dies.
 
 A busy partition is not a transient fault: :class:`PartitionBusy` is never retried (Dagster's
 retry policy would only repeat the refusal), and ``deepresearch run`` takes the lock before it
@@ -48,9 +50,12 @@ def holder_of(partition_dir: Path) -> str:
     return ""
 
 
-def _holder(path: Path) -> str:
-    text = holder_of(path.parent)
-    return f" ({text})" if text else ""
+def _busy(partition_key: str, holder: str) -> PartitionBusy:
+    named = f" ({holder})" if holder else ""
+    return PartitionBusy(
+        f"research {partition_key} is already running{named}: wait for it to finish "
+        "(deepresearch run --wait waits for it), then run again to resume"
+    )
 
 
 @contextlib.contextmanager
@@ -60,23 +65,19 @@ def partition_lock(
     run_id: str,
     wait_s: float = 0.0,
     on_wait: Callable[[str], None] | None = None,
+    postgres_url: str | None = None,
 ) -> Iterator[None]:
     """Hold the partition's run lock; wait up to ``wait_s`` (``math.inf``: until it is free) for
     another holder, then raise :class:`PartitionBusy` naming it. ``on_wait`` is told once, with
-    the holder, when the lock is taken and the call is going to wait."""
-    if fcntl is None:
-        yield
-        return
-    partition_dir.mkdir(parents=True, exist_ok=True)
-    path = partition_dir / LOCK_NAME
-    key = str(path)
+    the holder, when the lock is taken and the call is going to wait. With ``postgres_url`` (a team
+    deployment) the lock is a Postgres advisory lock, which holds across hosts
+    (``postgres.advisory_partition_lock``); else a ``flock`` on the partition's ``.run.lock``."""
+    key = f"postgres:{partition_key}" if postgres_url else str(partition_dir / LOCK_NAME)
     with _guard:
-        if key in _held:
+        reentered = key in _held
+        if reentered:
             fd, depth = _held[key]
             _held[key] = (fd, depth + 1)
-            reentered = True
-        else:
-            reentered = False
     if reentered:
         try:
             yield
@@ -85,6 +86,26 @@ def partition_lock(
                 fd, depth = _held[key]
                 _held[key] = (fd, depth - 1)
         return
+    if postgres_url:
+        from .postgres import advisory_partition_lock
+
+        lock = advisory_partition_lock(
+            postgres_url, partition_key, run_id, lambda holder: _busy(partition_key, holder), wait_s, on_wait
+        )
+        with lock:
+            with _guard:
+                _held[key] = (-1, 1)
+            try:
+                yield
+            finally:
+                with _guard:
+                    del _held[key]
+        return
+    if fcntl is None:
+        yield
+        return
+    partition_dir.mkdir(parents=True, exist_ok=True)
+    path = partition_dir / LOCK_NAME
     fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
     deadline = time.monotonic() + wait_s if math.isfinite(wait_s) else math.inf
     told = False
@@ -94,11 +115,12 @@ def partition_lock(
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if holder_of(partition_dir).endswith(f", run {run_id}"):
+                    # The run's own launcher (or another of its steps' processes) holds it.
+                    yield
+                    return
                 if time.monotonic() >= deadline:
-                    raise PartitionBusy(
-                        f"research {partition_key} is already running{_holder(path)}: wait for it to finish "
-                        "(deepresearch run --wait waits for it), then run again to resume"
-                    ) from None
+                    raise _busy(partition_key, holder_of(partition_dir)) from None
                 if on_wait is not None and not told:
                     told = True
                     on_wait(holder_of(partition_dir))

@@ -1,0 +1,344 @@
+"""A team deployment against real servers (docs/deployment.md): the Dagster instance in Postgres,
+the partition lock across hosts, artifacts on an object store, steps on Celery workers. Each server
+starts once per test process (session fixtures: the long tests can run on both xdist workers at
+once), from tests/servers.py, on 127.0.0.1; a test is skipped, with the reason, only where its
+server cannot be installed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from deepresearch_dagster.cli import main
+from deepresearch_dagster.core.config import ResearchSettings, load_settings
+from deepresearch_dagster.core.errors import ArtifactIntegrityError, ConfigError
+from deepresearch_dagster.core.models import ResearchPlan, ToolOutputs
+from deepresearch_dagster.core.store.artifacts import ArtifactStore
+from deepresearch_dagster.core.store.object_store import object_root
+from deepresearch_dagster.core.store.partition_lock import PartitionBusy, partition_lock
+from tests import servers
+
+REPO = Path(__file__).resolve().parents[1]
+QUESTION = "What limits solid-state battery manufacturing, and how are companies scaling production?"
+SMALL = ("--max-steps", "1", "--depth", "0", "--breadth", "1")  # a short research: the storage is under test
+
+
+@pytest.fixture(scope="session")
+def pg() -> servers.Postgres:
+    reason = servers.unavailable_postgres()
+    if reason:
+        pytest.skip(reason)
+    with servers.postgres() as server:
+        yield server
+
+
+BUCKET = "team-artifacts"
+
+
+@pytest.fixture(scope="session")
+def s3() -> servers.S3Server:
+    reason = servers.unavailable_s3()
+    if reason:
+        pytest.skip(reason)
+    with servers.s3() as server:
+        import boto3
+
+        client = boto3.client(
+            "s3",
+            endpoint_url=server.endpoint,
+            aws_access_key_id=server.access_key,
+            aws_secret_access_key=server.secret_key,
+            region_name="us-east-1",
+        )
+        client.create_bucket(Bucket=BUCKET)
+        yield server
+
+
+def use_s3(monkeypatch: pytest.MonkeyPatch, server: servers.S3Server, url: str = f"s3://{BUCKET}/research") -> None:
+    monkeypatch.setenv("DEEPRESEARCH_ARTIFACTS_URL", url)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", server.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", server.secret_key)
+
+
+def _query(url: str, sql: str) -> list[tuple]:
+    import psycopg2
+
+    conn = psycopg2.connect(url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return cur.fetchall()
+    finally:
+        conn.close()
+
+
+def test_a_postgres_url_is_read_as_psycopg2_and_kept_secret(monkeypatch):
+    monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", "postgresql://team:s3cret-pw@db.internal:5433/dagster")
+    settings = load_settings()
+    # SQLAlchemy 2.1 would pick psycopg 3 for postgresql://, and Dagster's NOTIFY then fails.
+    assert settings.postgres == "postgresql+psycopg2://team:s3cret-pw@db.internal:5433/dagster"
+    assert "s3cret-pw" not in settings.model_dump_json() and "s3cret-pw" not in repr(settings)
+    monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", "mysql://team:s3cret-pw@db/x")
+    with pytest.raises(ConfigError, match="DEEPRESEARCH_POSTGRES_URL") as info:
+        load_settings()
+    assert "s3cret-pw" not in str(info.value)
+
+
+def test_the_generated_instance_template_is_the_one_in_deploy():
+    from deepresearch_dagster.launcher import instance_yaml
+
+    assert (REPO / "deploy" / "dagster-postgres.yaml").read_bytes() == instance_yaml(postgres=True)
+
+
+@pytest.mark.fresh_dagster_home
+def test_a_research_runs_on_postgres_with_its_artifacts_on_an_object_store(pg, s3, isolated_env, monkeypatch, capsys):
+    home = Path(os.environ["DAGSTER_HOME"])
+    (home / "dagster.yaml").unlink()  # a new home: it gets the Postgres dagster.yaml
+    monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", pg.url)
+    use_s3(monkeypatch, s3)
+    assert main(["run", QUESTION, "--engine", "offline", "--quiet", *SMALL]) == 0, capsys.readouterr().err
+    assert (home / "dagster.yaml").read_bytes() == (REPO / "deploy" / "dagster-postgres.yaml").read_bytes()
+    # The run, its events and its materializations are in Postgres, none in local SQLite files.
+    assert _query(pg.url, "SELECT status FROM runs") == [("SUCCESS",)]
+    materialized = _query(pg.url, "SELECT count(*) FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION'")
+    assert materialized == [(4,)]
+    assert not list(home.rglob("*.db"))
+    # The password reaches neither Dagster's storage, nor the artifacts, lineage or the home.
+    for table, column in (("event_logs", "event"), ("runs", "run_body")):
+        leaked = _query(pg.url, f"SELECT count(*) FROM {table} WHERE {column} LIKE '%{pg.password}%'")
+        assert leaked == [(0,)], table
+    for path in isolated_env.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert pg.password.encode() not in data and s3.secret_key.encode() not in data, path
+
+    # Every file of the research is in the object store, byte for byte, under the same names.
+    settings = load_settings()
+    shared = object_root(settings)
+    (partition,) = [p for p in settings.artifacts_path.iterdir() if p.is_dir() and p.name != "corpus_cache"]
+    local = {
+        p.relative_to(settings.artifacts_path).as_posix(): p.read_bytes()
+        for p in partition.rglob("*")
+        if p.is_file() and not p.name.startswith(".")
+    }
+    assert sorted(shared.keys(partition.name)) == sorted(local)
+    assert all(shared.get(key) == data for key, data in local.items())
+    for key in shared.keys(partition.name):
+        assert s3.secret_key.encode() not in shared.get(key)
+
+    # Another host (an empty working copy) reads the research from the object store, verified.
+    other = ArtifactStore(isolated_env / "host-b", partition.name, shared)
+    outputs = ToolOutputs.model_validate_json(other.read_text("tool_outputs.json"))
+    for call in outputs.calls:
+        assert other.read_verified(call.artifact_path, call.sha256) == local[call.artifact_path]
+    plan = ResearchPlan.model_validate_json(other.read_text("plan.json"))
+    raw_files = other.raw_reader(plan.plan_title).files()
+    assert raw_files and sorted(raw_files) == sorted({Path(c.artifact_path).name for c in outputs.calls})
+    assert other.read_text("report.md").encode() == local[f"{partition.name}/report.md"]
+
+    # Raw outputs are create-only: the same bytes again are accepted, other bytes refused.
+    first = outputs.calls[0].artifact_path
+    shared.put_new(first, local[first])
+    with pytest.raises(ArtifactIntegrityError, match="refusing to overwrite"):
+        shared.put_new(first, b"something else")
+    assert shared.get(first) == local[first]
+
+
+def test_an_unreachable_object_store_is_one_line_naming_it(s3, monkeypatch, capsys):
+    use_s3(monkeypatch, s3, "s3://no-such-bucket/research")
+    assert main(["run", QUESTION, "--engine", "offline", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: the artifact store s3://no-such-bucket/research cannot be used")
+    assert s3.secret_key not in err and len(err.splitlines()) == 1
+
+
+def test_an_unreachable_postgres_is_one_line_naming_it(monkeypatch, capsys):
+    port = servers.free_port()
+    monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", f"postgresql://team:pw-not-shown@127.0.0.1:{port}/dagster")
+    assert main(["run", QUESTION, "--engine", "offline", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: Postgres at 127.0.0.1:{port}/dagster cannot be reached")
+    assert "DEEPRESEARCH_POSTGRES_URL" in err and "pw-not-shown" not in err and len(err.splitlines()) == 1
+
+
+# Another host: its own artifact folder, the same Postgres. Prints "held" once it holds the lock,
+# then waits for stdin to close; or prints the refusal.
+OTHER_HOST = """
+import sys
+from pathlib import Path
+from deepresearch_dagster.core.store.partition_lock import PartitionBusy, partition_lock
+url, folder = sys.argv[1:]
+try:
+    with partition_lock(Path(folder), "shared-question", "run-b", postgres_url=url):
+        print("held", flush=True)
+        sys.stdin.read()
+except PartitionBusy as exc:
+    print(exc, flush=True)
+"""
+
+
+def test_the_partition_lock_holds_across_hosts_and_dies_with_its_holder(pg, tmp_path):
+    url = ResearchSettings(postgres_url=pg.url).postgres
+    other = [sys.executable, "-c", OTHER_HOST, url, str(tmp_path / "host-b")]
+    with partition_lock(tmp_path / "host-a", "shared-question", "run-a", postgres_url=url):
+        refused = subprocess.run(other, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+        assert f"research shared-question is already running (pid {os.getpid()} on host" in refused.stdout
+        assert "run run-a)" in refused.stdout
+    holder = subprocess.Popen(other, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        busy = pytest.raises(PartitionBusy, match=f"pid {holder.pid} on host .*, run run-b")
+        with busy, partition_lock(tmp_path / "host-a", "shared-question", "run-a", postgres_url=url):
+            pass
+        # A holder killed (or its host lost) leaves no lock behind: the server ends its session.
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        with partition_lock(tmp_path / "host-a", "shared-question", "run-a", wait_s=10, postgres_url=url):
+            pass
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_an_existing_artifact_folder_is_pushed_once(s3, tmp_path, monkeypatch, capsys):
+    from deepresearch_dagster.core.store import object_store
+
+    folder = tmp_path / "one-machine-artifacts"
+    (folder / "old-research" / "raw").mkdir(parents=True)
+    (folder / "old-research" / "raw" / "001_search.json").write_text("{}\n")
+    (folder / "old-research" / ".run.lock").write_text("pid 1")
+    (folder / "lineage.duckdb").write_bytes(b"not pushed")
+    monkeypatch.setenv("DEEPRESEARCH_ARTIFACTS_DIR", str(folder))
+    use_s3(monkeypatch, s3, f"s3://{BUCKET}/upgraded")
+    assert object_store.main(["push"]) == 0
+    assert object_store.main(["push"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        f"1 files uploaded to s3://{BUCKET}/upgraded, 0 already there",
+        f"0 files uploaded to s3://{BUCKET}/upgraded, 1 already there",
+    ]
+    assert object_root(load_settings()).keys("old-research") == ["old-research/raw/001_search.json"]
+
+
+# A writer on another host: once both are ready, stores its own bytes under the 40 shared names,
+# create-only (host-a from the first, host-b from the last), and prints how many it stored and
+# how many were refused.
+WRITER = """
+import sys
+from deepresearch_dagster.core.config import load_settings
+from deepresearch_dagster.core.errors import ArtifactIntegrityError
+from deepresearch_dagster.core.store.object_store import object_root
+shared, me = object_root(load_settings()), sys.argv[1]
+print("ready", flush=True)
+sys.stdin.readline()  # both start together
+stored = refused = 0
+for i in range(40) if me == "host-a" else reversed(range(40)):  # opposite orders: they meet
+    try:
+        shared.put_new(f"race/raw/{i:03d}.txt", f"{me} {i}".encode())
+        stored += 1
+    except ArtifactIntegrityError:
+        refused += 1
+print(stored, refused)
+"""
+
+
+def test_two_writers_of_the_same_names_never_overwrite_each_other(s3, monkeypatch):
+    use_s3(monkeypatch, s3, f"s3://{BUCKET}/race-test")
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for name in ("host-a", "host-b")
+    ]
+    assert [w.stdout.readline().strip() for w in writers] == ["ready", "ready"]
+    for w in writers:
+        w.stdin.write("go\n")
+        w.stdin.flush()
+    counts = [tuple(map(int, w.communicate(timeout=60)[0].split())) for w in writers]
+    assert all(stored + refused == 40 for stored, refused in counts)
+    assert sum(stored for stored, _ in counts) == 40  # each name stored once, by one of them
+    shared = object_root(load_settings())
+    keys = shared.keys("race")
+    assert len(keys) == 40
+    owners = {key: shared.get(key).decode().split()[0] for key in keys}
+    assert sum(owner == "host-a" for owner in owners.values()) == counts[0][0]
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    reason = servers.unavailable_redis()
+    if reason:
+        pytest.skip(reason)
+    with servers.redis() as url:
+        yield url
+
+
+def start_worker(name: str, folder: Path, env: dict[str, str]) -> subprocess.Popen:
+    """A Celery worker in a folder of its own (its working copy of the artifacts, its DAGSTER_HOME)."""
+    folder.mkdir(parents=True)
+    own = {**env, "DEEPRESEARCH_ARTIFACTS_DIR": str(folder / "artifacts"), "DAGSTER_HOME": str(folder / "home")}
+    celery = Path(sys.executable).parent / "celery"
+    argv = [str(celery), "-A", "deepresearch_dagster.celery_app", "worker", "-Q", "dagster", "--concurrency", "1"]
+    argv += ["-n", f"{name}@%h", "--without-heartbeat", "--without-mingle", "--without-gossip", "--loglevel", "INFO"]
+    log = (folder / "worker.log").open("w")
+    return subprocess.Popen(argv, cwd=folder, env=own, stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_ready(worker: subprocess.Popen, folder: Path, timeout_s: float = 120.0) -> None:
+    """Until the worker's log says it is ready (it then takes tasks), or it exits."""
+    deadline = time.monotonic() + timeout_s
+    while " ready." not in (folder / "worker.log").read_text():
+        assert worker.poll() is None, (folder / "worker.log").read_text()[-2000:]
+        assert time.monotonic() < deadline, f"worker in {folder} not ready after {timeout_s:g} s"
+        time.sleep(0.1)
+
+
+@pytest.mark.fresh_dagster_home
+def test_compressions_fan_out_over_two_celery_workers(pg, s3, redis_url, isolated_env, monkeypatch):
+    from collections import Counter
+
+    from deepresearch_dagster.launcher import run_job
+
+    (Path(os.environ["DAGSTER_HOME"]) / "dagster.yaml").unlink()
+    monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", pg.url)
+    monkeypatch.setenv("DEEPRESEARCH_DUCKDB", str(isolated_env / "lineage.duckdb"))  # one host: a shared file
+    use_s3(monkeypatch, s3, f"s3://{BUCKET}/fan-out")
+    # The workers start (about as long as the research takes) while this process researches.
+    workers = [
+        start_worker(name, isolated_env / name, {**os.environ, "DEEPRESEARCH_CELERY_BROKER_URL": redis_url})
+        for name in ("w1", "w2")
+    ]
+    try:
+        assert main(["run", QUESTION, "--engine", "offline", "--quiet", *SMALL]) == 0
+        monkeypatch.setenv("DEEPRESEARCH_CELERY_BROKER_URL", redis_url)
+        for name, worker in zip(("w1", "w2"), workers, strict=True):
+            wait_ready(worker, isolated_env / name)
+        # A replay with another compressor prompt: every stored raw output is compressed again, one
+        # mapped op each, taken by whichever worker is free.
+        prompt = isolated_env / "compressor_v2.md"
+        prompt.write_text((REPO / "deepresearch_dagster" / "prompts" / "compressor.md").read_text() + "\n")
+        settings = load_settings()
+        (key,) = [p.parent.name for p in settings.artifacts_path.glob("*/plan.json")]
+        outcome = run_job(
+            "recompress_job", key, resources_config={"research": {"config": {"compressor_prompt_file": str(prompt)}}}
+        )
+        assert outcome.success, outcome.message
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.wait()
+    per_worker = Counter(
+        e.event_specific_data.metadata["Celery worker"].value.split("@")[0]
+        for e in outcome.events
+        if e.event_type_value == "ENGINE_EVENT" and "Celery worker" in (e.event_specific_data.metadata or {})
+    )
+    compress_steps = [
+        e for e in outcome.events if e.event_type_value == "STEP_SUCCESS" and "compress_tool_output" in e.step_key
+    ]
+    assert len(compress_steps) >= 2
+    assert set(per_worker) == {"w1", "w2"}, per_worker
