@@ -40,7 +40,7 @@ from ..models import (
     SummaryBundle,
     ToolOutputs,
 )
-from ..naming import reference_line, short_artifact_name
+from ..naming import markdown_code, markdown_text, reference_line, short_artifact_name
 from ..store.artifacts import ArtifactReader
 from ..tools import Toolbox, ToolError
 from ..tools.artifact_tools import artifact_tools
@@ -256,6 +256,13 @@ def pipeline_notes(
         notes.append(f"Research may be incomplete: {outputs.stop_reason}.")
     if outputs.stop_reason.startswith("budget"):
         notes.append("The budget stopped the research; this report is written from what was gathered.")
+    if outputs.skipped_documents:
+        names = "; ".join(f"{markdown_code(path)} ({markdown_text(why)})" for path, why in outputs.skipped_documents[:10])
+        more = f"; {len(outputs.skipped_documents) - 10} more in report.json" if len(outputs.skipped_documents) > 10 else ""
+        notes.append(
+            f"{len(outputs.skipped_documents)} file(s) of the document folder could not be read and were not "
+            f"searched: {names}{more}."
+        )
     not_useful = len(bundle.summaries) - len(bundle.working_memory)
     if not_useful:
         notes.append(
@@ -500,6 +507,7 @@ def write_report(ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle
         fallbacks=fallbacks,
         rewritten=[f.model_dump(exclude={"reason"}) for f in cited.rewritten],
         uncited_dropped=[f.model_dump(exclude={"text"}) for f in cited.dropped],
+        skipped_documents=outputs.skipped_documents,
     )
 
 

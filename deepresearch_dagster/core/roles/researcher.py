@@ -24,7 +24,7 @@ from ..llm.engine import ToolCallRequest
 from ..llm.prompts import render
 from ..llm.structured import complete_recorded, record_completion, record_fallback
 from ..models import PlanStep, ResearchPlan, SummaryRecord, ToolCallRecord, ToolOutputs
-from ..naming import artifact_filename, plan_folder, slugify
+from ..naming import artifact_filename, plan_folder, printable_name, slugify
 from ..store.artifacts import CORPUS_CACHE, ArtifactReader
 from ..store.tool_cache import ToolCache
 from ..text import estimate_tokens
@@ -48,13 +48,29 @@ def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
     """Corpus and artifact tools always; web tools when a search provider is configured."""
     settings = ctx.settings
     # Extracted text is cached by file sha256 under the artifact root: a folder is indexed once.
-    tools = corpus_tools(open_corpus(str(settings.corpus_path), str(settings.artifacts_path / CORPUS_CACHE)))
+    tools = corpus_tools(document_folder(settings))
     providers = providers_from_settings(settings.search)
     if providers:
         tools.append(search_tool(FallbackSearch(providers)))
     if providers or settings.enable_fetch:
         tools.append(fetch_tool(fetch_policy(settings)))
     return Toolbox(tools + artifact_tools(ArtifactReader(ctx.store.raw_dir(plan_title))))
+
+
+def document_folder(settings: Any) -> Any:
+    """The configured document folder, indexed (once per process while it is unchanged)."""
+    return open_corpus(str(settings.corpus_path), str(settings.artifacts_path / CORPUS_CACHE))
+
+
+def skipped_documents(ctx: ResearchContext) -> list[list[str]]:
+    """Files of the document folder that could not be indexed, each with its reason; logged in
+    one progress line (count and the first names), since a skipped file is a hole in the sources."""
+    skipped = [[path, reason] for path, reason in document_folder(ctx.settings).skipped]
+    if skipped:
+        shown = "; ".join(f"{printable_name(path)} ({reason})" for path, reason in skipped[:3])
+        more = f"; and {len(skipped) - 3} more (report.json)" if len(skipped) > 3 else ""
+        ctx.log(f"documents: {len(skipped)} file(s) skipped: {shown}{more}")
+    return skipped
 
 
 def conversation_file(step_id: str) -> str:
@@ -380,6 +396,7 @@ def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
     never changed)."""
     ctx.lineage.clear_research_calls(ctx.partition_key)
     toolbox = build_toolbox(ctx, plan.plan_title)
+    skipped = skipped_documents(ctx)
     state = ResearchState()
     rounds: list[CriticRound] = []
     followups: list[PlanStep] = []
@@ -410,6 +427,7 @@ def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
         stop_reason=stop_reason,
         complete=complete,
         direct_answer=stop_reason == "direct_answer",
+        skipped_documents=skipped,
     )
 
 
