@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from deepresearch_dagster.cli import build_parser
-from deepresearch_dagster.cli import reference
+from deepresearch_dagster.cli import build_parser, reference
 from deepresearch_dagster.core import config
 
 REPO = Path(__file__).resolve().parents[1]

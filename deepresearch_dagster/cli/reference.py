@@ -102,7 +102,7 @@ def _argument_rows(parser: argparse.ArgumentParser) -> list[str]:
             notes.append("required")
         if action.default not in (None, False, argparse.SUPPRESS) and action.nargs != 0:
             notes.append(f"default `{action.default}`")
-        text = "; ".join([action.help or ""] + notes).strip("; ")
+        text = "; ".join([action.help or "", *notes]).strip("; ")
         rows.append(f"| `{_cell(name)}` | {_cell(text)} |")
     return rows
 
@@ -237,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
     if args.check and stale:
-        print(f"out of date: {', '.join(map(str, stale))}: run python -m deepresearch_dagster.cli.reference", file=sys.stderr)
+        names = ", ".join(map(str, stale))
+        print(f"out of date: {names}: run python -m deepresearch_dagster.cli.reference", file=sys.stderr)
         return 1
     for path in stale:
         print(f"wrote {path}")

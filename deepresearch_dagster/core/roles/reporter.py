@@ -257,12 +257,10 @@ def pipeline_notes(
     if outputs.stop_reason.startswith("budget"):
         notes.append("The budget stopped the research; this report is written from what was gathered.")
     if outputs.skipped_documents:
-        names = "; ".join(f"{markdown_code(path)} ({markdown_text(why)})" for path, why in outputs.skipped_documents[:10])
-        more = f"; {len(outputs.skipped_documents) - 10} more in report.json" if len(outputs.skipped_documents) > 10 else ""
-        notes.append(
-            f"{len(outputs.skipped_documents)} file(s) of the document folder could not be read and were not "
-            f"searched: {names}{more}."
-        )
+        skipped = outputs.skipped_documents
+        names = "; ".join(f"{markdown_code(path)} ({markdown_text(why)})" for path, why in skipped[:10])
+        more = f"; {len(skipped) - 10} more in report.json" if len(skipped) > 10 else ""
+        notes.append(f"{len(skipped)} file(s) of the document folder could not be read (not searched): {names}{more}.")
     not_useful = len(bundle.summaries) - len(bundle.working_memory)
     if not_useful:
         notes.append(
