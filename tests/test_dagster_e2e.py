@@ -8,6 +8,7 @@ from pathlib import Path
 import duckdb
 from dagster import AssetKey, DagsterInstance
 
+from deepresearch_dagster.core.checks import read_checks
 from deepresearch_dagster.core.config import ResearchSettings
 from deepresearch_dagster.core.pipeline import register
 from deepresearch_dagster.core.store.artifacts import ArtifactStore, sha256_bytes
@@ -58,7 +59,13 @@ def test_offline_research_materializes_all_four_assets(isolated_env):
         "context_reduction_above_threshold": True,
         "summaries_match_lineage": True,
         "citations_resolve": True,
+        "report_cites_sources": True,
     }
+    # The CLI reads the same outcomes (core/checks.py), so it says what the UI shows.
+    stored = read_checks(partition)
+    assert {name: c["passed"] for name, c in stored.items()} == checks
+    assert stored["context_reduction_above_threshold"]["severity"] == "WARN"
+    assert stored["citations_resolve"]["severity"] == "ERROR"
 
     with duckdb.connect(str(settings.duckdb_file), read_only=True) as conn:
         rows = conn.execute("SELECT artifact_path, sha256 FROM tool_calls WHERE partition_key = ?", [key]).fetchall()
@@ -133,7 +140,7 @@ def test_unusable_partition_key_fails_with_a_clear_message(isolated_env):
     assert reasons and "has no registered question and its key is not one" in reasons[0]
 
 
-def test_context_reduction_check_fails_loudly_below_its_threshold(isolated_env, monkeypatch):
+def test_context_reduction_below_its_threshold_is_a_warning(isolated_env, monkeypatch):
     monkeypatch.setenv("DEEPRESEARCH_MIN_CONTEXT_REDUCTION", "99.5")
     result, *_ = materialize_question(QUESTION)
     checks = {
@@ -142,5 +149,7 @@ def test_context_reduction_check_fails_loudly_below_its_threshold(isolated_env, 
         if e.event_type_value == "ASSET_CHECK_EVALUATION"
     }
     failed = checks["context_reduction_above_threshold"]
-    assert not failed.passed and failed.severity.value == "ERROR"
+    # A figure below its target, not a broken research: WARN in the UI, a warning line in the CLI.
+    assert not failed.passed and failed.severity.value == "WARN"
     assert failed.metadata["threshold_pct"].value == 99.5
+    assert "below its 99.5 % target" in failed.description

@@ -3,7 +3,9 @@
 Exit codes: 0 success; 1 failed research (with where to look), a storage failure (full disk,
 read-only or corrupt database or instance storage) or a research of the same question already
 running; 2 bad usage, bad input or bad configuration (flags, environment, config file,
-``dagster.yaml``, a missing corpus folder). Each failure is one ``error:`` line on stderr.
+``dagster.yaml``, a missing corpus folder); 3 the research finished but a check that means it
+is broken failed (an ERROR-severity asset check; WARN ones print a ``warning:`` line and exit 0);
+130 interrupted. Each failure is one ``error:`` line on stderr.
 """
 
 from __future__ import annotations

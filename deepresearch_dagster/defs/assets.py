@@ -28,6 +28,7 @@ from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster._utils.interrupts import check_captured_interrupt
 from dagster_duckdb import DuckDBResource
 
+from ..core.checks import record_check
 from ..core.context import ResearchContext, logger
 from ..core.errors import ResearchError, ResearchInterrupted, redact, redact_exception_chain, storage_failure
 from ..core.models import Report, ResearchPlan, SummaryBundle, SummaryRecord, ToolCallRecord, ToolOutputs
@@ -228,6 +229,21 @@ def research_plan(
         yield from _plan_asset(ctx)
 
 
+def _check(
+    ctx: ResearchContext, name: str, passed: bool, severity: AssetCheckSeverity, summary: str, metadata: dict[str, Any]
+) -> AssetCheckResult:
+    """The check's result, also recorded in the partition's checks.json (core/checks.py), so the CLI's
+    exit code and ``ls`` say what the UI shows."""
+    record_check(ctx.store, name, passed, severity.value, summary)
+    return AssetCheckResult(
+        check_name=name,
+        passed=passed,
+        severity=severity,
+        description=summary,
+        metadata={"summary": summary, **metadata},
+    )
+
+
 def _plan_asset(ctx: ResearchContext) -> Iterator[Output[ResearchPlan] | AssetCheckResult]:
     with _stage(ctx, "research_plan"):
         plan = plan_stage(ctx)
@@ -248,10 +264,18 @@ def _plan_asset(ctx: ResearchContext) -> Iterator[Output[ResearchPlan] | AssetCh
         error = None if stored == plan else "plan.json differs from the planner's plan"
     except (OSError, ValueError) as exc:
         error = str(exc)
-    yield AssetCheckResult(
-        check_name="plan_is_valid",
-        passed=error is None and len(plan.steps) <= ctx.settings.max_steps,
-        metadata={"steps": len(plan.steps), "error": error or ""},
+    too_long = len(plan.steps) > ctx.settings.max_steps
+    yield _check(
+        ctx,
+        "plan_is_valid",
+        error is None and not too_long,
+        AssetCheckSeverity.ERROR,
+        f"the stored plan is not the planner's plan: {error}"
+        if error
+        else f"the plan has {len(plan.steps)} steps, more than max_steps {ctx.settings.max_steps}"
+        if too_long
+        else f"plan.json is the planner's plan ({len(plan.steps)} steps)",
+        {"steps": len(plan.steps), "error": error or ""},
     )
 
 
@@ -271,7 +295,7 @@ def _plan_asset(ctx: ResearchContext) -> Iterator[Output[ResearchPlan] | AssetCh
         AssetCheckSpec(
             "context_reduction_above_threshold",
             asset="tool_outputs",
-            description="Injected summaries are at least DEEPRESEARCH_MIN_CONTEXT_REDUCTION % (default 80) "
+            description="WARN: injected summaries are at least DEEPRESEARCH_MIN_CONTEXT_REDUCTION % (default 80) "
             "smaller than the raw tool outputs, in estimated tokens.",
         ),
     ],
@@ -310,20 +334,31 @@ def _tool_outputs_asset(
     recorded = ctx.lineage.tool_call_hashes(ctx.partition_key)
     on_disk = set(ArtifactReader(ctx.store.raw_dir(research_plan.plan_title)).files())
     matches = recorded == {c.artifact_file: c.sha256 for c in outputs.calls} and on_disk == set(recorded)
-    yield AssetCheckResult(
-        check_name="raw_artifacts_match_lineage",
-        passed=matches,
-        severity=AssetCheckSeverity.ERROR,
-        metadata={"rows": len(recorded), "files": len(on_disk)},
+    yield _check(
+        ctx,
+        "raw_artifacts_match_lineage",
+        matches,
+        AssetCheckSeverity.ERROR,
+        f"{len(on_disk)} raw files match their tool_calls rows"
+        if matches
+        else f"raw files on disk ({len(on_disk)}) and tool_calls rows in DuckDB ({len(recorded)}) differ",
+        {"rows": len(recorded), "files": len(on_disk)},
     )
     reduction = metadata["context_reduction_pct"].value
     threshold = ctx.settings.min_context_reduction_pct
-    yield AssetCheckResult(
-        check_name="context_reduction_above_threshold",
-        # A research without tool calls (a direct answer) has nothing to reduce.
-        passed=not outputs.calls or reduction >= threshold,
-        severity=AssetCheckSeverity.ERROR,
-        metadata={"reduction_pct": MetadataValue.float(reduction), "threshold_pct": MetadataValue.float(threshold)},
+    # A figure below its target, not a broken research: outputs too small to shrink much (short
+    # pages, search listings) miss it with every summary correct. A direct answer has nothing to reduce.
+    reduced = not outputs.calls or reduction >= threshold
+    yield _check(
+        ctx,
+        "context_reduction_above_threshold",
+        reduced,
+        AssetCheckSeverity.WARN,
+        f"context reduction {reduction:.1f} % (target {threshold:g} %)"
+        if reduced
+        else f"context reduction {reduction:.1f} % is below its {threshold:g} % target (tool outputs too small "
+        "to shrink much?)",
+        {"reduction_pct": MetadataValue.float(reduction), "threshold_pct": MetadataValue.float(threshold)},
     )
 
 
@@ -422,9 +457,14 @@ def compressed_summaries(research_plan: ResearchPlan, tool_outputs: ToolOutputs)
         AssetCheckSpec(
             "citations_resolve",
             asset="research_report",
-            description="Every reference of the report is a source of the working memory and no citation marker "
-            "is left unresolved.",
-        )
+            description="ERROR: every reference of the report is a source of the working memory and no citation "
+            "marker is left unresolved (a report citing nothing passes; see report_cites_sources).",
+        ),
+        AssetCheckSpec(
+            "report_cites_sources",
+            asset="research_report",
+            description="WARN: the report cites at least one verified source (a direct answer excepted).",
+        ),
     ],
     description="The cited report (report.md + report.json) written from the working memory.",
 )
@@ -477,11 +517,29 @@ def _report_asset(
     known = {s.source or s.artifact_file for s in compressed_summaries.working_memory}
     unresolved = [c.n for c in report.citations if c.source not in known]
     dangling = "Unresolved citation numbers" in report.markdown
-    yield AssetCheckResult(
-        check_name="citations_resolve",
-        # A direct answer (depth 0, no tools) legitimately cites nothing.
-        passed=not unresolved and not dangling and (bool(report.citations) or tool_outputs.direct_answer),
-        metadata={"citations": len(report.citations), "unresolved": MetadataValue.json(unresolved)},
+    resolved = not unresolved and not dangling
+    yield _check(
+        ctx,
+        "citations_resolve",
+        resolved,
+        AssetCheckSeverity.ERROR,
+        f"all {len(report.citations)} references resolve to sources of the working memory"
+        if resolved
+        else f"citations that do not resolve to a source of the working memory: {unresolved or 'unresolved numbers'}",
+        {"citations": len(report.citations), "unresolved": MetadataValue.json(unresolved)},
+    )
+    # A report that found nothing to cite is not broken (its sources did not answer the question),
+    # but it is worth a warning. A direct answer (depth 0, no tools) legitimately cites nothing.
+    cites = bool(report.verified_citations) or tool_outputs.direct_answer
+    yield _check(
+        ctx,
+        "report_cites_sources",
+        cites,
+        AssetCheckSeverity.WARN,
+        f"{report.verified_citations} verified citation markers"
+        if cites
+        else "the report cites no verified source: nothing searched or read stated an answer",
+        {"verified_citations": report.verified_citations},
     )
 
 
