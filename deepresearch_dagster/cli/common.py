@@ -74,7 +74,7 @@ class _ProgressHandler(logging.Handler):
         if console.is_terminal:
             from rich.text import Text
 
-            console.print(Text(line, no_wrap=True, overflow="ellipsis"), crop=True)
+            console.print(Text(line), no_wrap=True, overflow="ellipsis", crop=True)
         else:
             print(line, file=sys.stderr, flush=True)
         if self.waiting is not None and record.levelno >= logging.INFO:
@@ -89,7 +89,12 @@ def _stderr_console() -> Any:
     if _CONSOLE is None:
         from rich.console import Console
 
-        _CONSOLE = Console(stderr=True, highlight=False)
+        # Whether stderr is a terminal is decided once, here, before any run: while a Dagster step
+        # runs, its compute-log capture points fd 2 at a pipe (a tee to the terminal), and a console
+        # that asked then would print progress lines as plain text after the spinner's line
+        # instead of clearing it first (the spinner, the clock and the line on one garbled row).
+        tty = sys.stderr.isatty() or None
+        _CONSOLE = Console(stderr=True, highlight=False, force_terminal=tty, force_interactive=tty)
     return _CONSOLE
 
 
