@@ -40,6 +40,19 @@ def test_offline_research_materializes_all_four_assets(isolated_env):
     report_meta = instance.get_latest_materialization_event(AssetKey("research_report")).asset_materialization.metadata
     assert report_meta["context_reduction_pct"].value > 80
     assert "## References" in report_meta["report"].value
+    # The UI reads as a person would: the question beside the key on every asset, the short answer
+    # above the whole report, one figure per meaning, each call's verdict and injected tokens.
+    metas = {
+        name: instance.get_latest_materialization_event(AssetKey(name)).asset_materialization.metadata
+        for name in ("research_plan", "tool_outputs", "compressed_summaries", "research_report")
+    }
+    assert all(m["question"].value == QUESTION for m in metas.values())
+    keys = list(report_meta)
+    assert keys.index("executive_summary") < keys.index("report")
+    assert report_meta["executive_summary"].value.strip() and "## " not in report_meta["executive_summary"].value
+    assert "llm_calls_all_runs" in report_meta and "llm_calls_all_runs" not in metas["tool_outputs"]
+    calls_table = metas["tool_outputs"]["calls"].value
+    assert "| useful | injected tokens |" in calls_table and "| yes |" in calls_table
 
     partition = settings.artifacts_path / key
     report = json.loads((partition / "report.json").read_text())

@@ -1,5 +1,6 @@
 """The four partitioned research assets; each is a thin call into ``core.pipeline``."""
 
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,7 +33,7 @@ from ..core.checks import record_check
 from ..core.context import ResearchContext, logger
 from ..core.errors import ResearchError, ResearchInterrupted, redact, redact_exception_chain, storage_failure
 from ..core.models import Report, ResearchPlan, SummaryBundle, SummaryRecord, ToolCallRecord, ToolOutputs
-from ..core.naming import markdown_code, short_artifact_name, slugify
+from ..core.naming import markdown_code, markdown_text, short_artifact_name, slugify
 from ..core.pipeline import (
     compress_one,
     is_compressed,
@@ -173,19 +174,53 @@ def _recorded(ctx: ResearchContext, stage: str) -> Iterator[None]:
     ctx.lineage.run_finished(ctx.run_id, stage)
 
 
-def _reduction_metadata(ctx: ResearchContext) -> dict[str, Any]:
+def _reduction_metadata(ctx: ResearchContext, final: bool = False) -> dict[str, Any]:
+    """The question (beside every partition key in the UI) and the context-reduction figures;
+    ``final``: also the LLM calls of the partition, which only the report's materialization has
+    (counted earlier, the same name showed a smaller number on tool_outputs for the same run)."""
     figures = ctx.lineage.reduction(ctx.partition_key)
-    return {
+    metadata: dict[str, Any] = {
+        "question": ctx.question,
         "tool_calls": figures["tool_calls"],
         "useful": figures["useful"],
         "not_useful": figures["tool_calls"] - figures["useful"],
         "raw_tokens": figures["raw_tokens"],
         "injected_tokens": figures["injected_tokens"],
         "context_reduction_pct": MetadataValue.float(figures["context_reduction"] or 0.0),
+    }
+    if final:
         # Every LLM call ever recorded for this partition (all runs, replays included); this
         # run's own count is in the budget table.
-        "llm_calls_all_runs": figures["llm_calls"],
-    }
+        metadata["llm_calls_all_runs"] = figures["llm_calls"]
+    return metadata
+
+
+def _section(markdown: str, headings: tuple[str, ...]) -> str:
+    """The body of the first ``## <heading>`` section of a report that has one ("" if none)."""
+    for heading in headings:
+        match = re.search(rf"^## {re.escape(heading)}\s*$(.*?)(?=^## |\Z)", markdown, re.M | re.S)
+        if match and match.group(1).strip():
+            return match.group(1).strip()
+    return ""
+
+
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell: a ``|`` in a file name would end the cell."""
+    return text.replace("|", "\\|")
+
+
+def _calls_table(outputs: ToolOutputs) -> str:
+    """One row per tool call: what it read, its raw size, whether its summary entered the
+    conversation and how many tokens it injected (0 for a summary judged not useful)."""
+    summaries = {s.call_id: s for s in outputs.summaries}
+    rows = ["| call | tool | artifact | raw tokens | useful | injected tokens |", "|---|---|---|---:|---|---:|"]
+    for c in outputs.calls:
+        s = summaries.get(c.call_id)
+        useful = "—" if s is None else "yes" if s.result.is_useful else "no"
+        injected = 0 if s is None or not s.result.is_useful else s.injected_tokens
+        name = markdown_code(short_artifact_name(c.artifact_file, 40))
+        rows.append(f"| {c.call_id} | {c.tool} | {name} | {c.raw_tokens:,} | {useful} | {injected:,} |")
+    return "\n".join(rows)
 
 
 def _budget_markdown(snapshot: dict[str, Any]) -> str:
@@ -323,13 +358,15 @@ def _tool_outputs_asset(
     metadata["budget"] = MetadataValue.md(_budget_markdown(ctx.budget.snapshot()))
     metadata["artifacts_dir"] = MetadataValue.path(str(ctx.store.raw_dir(research_plan.plan_title)))
     # Short artifact names keep the table inside the dialog; artifacts_dir has the full paths.
-    metadata["calls"] = MetadataValue.md(
-        "| call | tool | artifact | raw tokens |\n|---|---|---|---:|\n"
-        + "\n".join(
-            f"| {c.call_id} | {c.tool} | {markdown_code(short_artifact_name(c.artifact_file, 40))} | {c.raw_tokens:,} |"
-            for c in outputs.calls
+    metadata["calls"] = MetadataValue.md(_calls_table(outputs))
+    if outputs.skipped_documents:
+        metadata["skipped_documents"] = MetadataValue.md(
+            "| file | why it was skipped |\n|---|---|\n"
+            + "\n".join(
+                f"| {_cell(markdown_code(path))} | {_cell(markdown_text(why))} |"
+                for path, why in outputs.skipped_documents
+            )
         )
-    )
     yield Output(outputs, metadata=metadata)
     recorded = ctx.lineage.tool_call_hashes(ctx.partition_key)
     on_disk = set(ArtifactReader(ctx.store.raw_dir(research_plan.plan_title)).files())
@@ -419,6 +456,7 @@ def collect_summaries(
     return Output(
         bundle,
         metadata={
+            "question": ctx.question,
             "compressor_model": bundle.compressor_model,
             "prompt_version": bundle.prompt_version,
             "summaries": len(bundle.summaries),
@@ -485,7 +523,11 @@ def _report_asset(
 ) -> Iterator[Output[Report] | AssetCheckResult]:
     with _stage(ctx, "research_report"):
         report = report_stage(ctx, research_plan, compressed_summaries, tool_outputs)
-    metadata = _reduction_metadata(ctx)
+    metadata = _reduction_metadata(ctx, final=True)
+    summary = _section(report.markdown, ("Executive summary", "Answer"))
+    if summary:
+        # The short answer first, above the whole report (whose dialog may open scrolled down).
+        metadata["executive_summary"] = MetadataValue.md(summary)
     if report.what_changed is not None:
         changed = report.what_changed
         metadata["what_changed_since"] = changed.previous_date
