@@ -44,11 +44,19 @@ dev: install
 	PYTHONWARNINGS='ignore:Function `dev_command` is superseded:FutureWarning' \
 		$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
-# The generated references (docs/reference/*.md, from the CLI parser and the settings model),
-# then the check of every page: commands parse, make targets and paths exist, links resolve.
-docs: install
+# The docs site: the generated references (docs/reference/*.md, from the CLI parser and the
+# settings model), the check of every page (commands parse, make targets and paths exist, links
+# resolve), then MkDocs in strict mode into artifacts/docs-site (mkdocs.yml). MkDocs is the `docs`
+# extra, installed here only, so `make test` does not install it.
+$(VENV)/.docs-installed: $(VENV)/.installed
+	@echo "installing MkDocs into $(VENV)"
+	@PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -e '.[dev,docs]'
+	@touch $@
+
+docs: $(VENV)/.docs-installed
 	$(BIN)/python -m deepresearch_dagster.cli.reference
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_docs.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # Quick mode by default; `make bench BENCH_ARGS=--full` for the larger sizes, `BENCH_ARGS=--only
 # audit_scale` for one. Prints the table (figure, now, goal, met), writes benchmarks/results/

@@ -117,8 +117,9 @@ def cli_page() -> str:
         GENERATED,
         "",
         f"{str(parser.description).rstrip('.')}. Exit codes: 0 success; 1 failed research, storage failure or "
-        "the same question already running; 2 bad usage, input or configuration; 130 interrupted. "
-        "How the commands behave: [../cli.md](../cli.md).",
+        "the same question already running; 2 bad usage, input or configuration; 3 the research finished but a "
+        "check that means it is broken failed; 130 interrupted. How the commands behave: "
+        "[Command line](../cli.md).",
     ]
     for name, help_text, sub in _subparsers(parser):
         lines += ["", f"## `{parser.prog} {name}`", "", f"{help_text}.".replace("..", "."), ""]
@@ -192,7 +193,7 @@ def config_page() -> str:
         "`~/.config/deepresearch/config.toml`, TOML, keys as below) > default. Per-research options "
         "(the flag column) can also be set in the launchpad, request files and `recurring.yaml`. "
         f"`<ROLE>` is one of {', '.join(r.upper() for r in ROLES)}. How the settings work together: "
-        "[../configuration.md](../configuration.md).",
+        "[Configuration](../configuration.md).",
         "",
         "| config key | variable | flag | type | default | range | meaning |",
         "|---|---|---|---|---|---|---|",
