@@ -5,22 +5,24 @@ BIN := $(VENV)/bin
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 DEMO_QUESTION ?= What are the main challenges in commercializing solid-state batteries, and how are manufacturers addressing them?
 
-.PHONY: install demo test dev lint bench redteam eval clean
+.PHONY: install demo test dev docs lint bench redteam eval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# setuptools prints an informational "Editable installation" box on every editable build; the
+# metadata itself is clean (SPDX license string, setuptools >= 77), so keep it quiet. (Comments
+# stay out of recipes: make would echo them.)
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	# setuptools prints an informational "Editable installation" box on every editable build;
-	# the metadata itself is clean (SPDX license string, setuptools >= 77), so keep it quiet.
-	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $@
+	@echo "installing into $(VENV) (a few minutes the first time)"
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@
 
 install: $(VENV)/.installed
 
 demo: install
-	$(BIN)/deepresearch run "$(DEMO_QUESTION)" --show-report
+	@$(BIN)/deepresearch run "$(DEMO_QUESTION)" --show-report
 
 # Two pytest-xdist workers (the 2-core target machine; `make test PYTEST_WORKERS=auto` for more);
 # tests/conftest.py hands the tests out one at a time, the long ones first.
@@ -33,14 +35,34 @@ test: install
 eval: install
 	$(BIN)/deepresearch eval suites/default.jsonl --engine offline
 
+# `dagster dev` (not `dg dev`, which names the code location after the checkout's folder, so the
+# UI's URLs would differ between clones); its notice that `dg dev` supersedes it is filtered out.
+# The instance gets the project's dagster.yaml (telemetry off, run queue limits) if it has none.
 dev: install
-	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	@mkdir -p "$(DAGSTER_HOME)" && test -f "$(DAGSTER_HOME)/dagster.yaml" || \
+		cp deepresearch_dagster/dagster_home/dagster.yaml "$(DAGSTER_HOME)/dagster.yaml"
+	PYTHONWARNINGS='ignore:Function `dev_command` is superseded:FutureWarning' \
+		$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+# The docs site: the generated references (docs/reference/*.md, from the CLI parser and the
+# settings model), the check of every page (commands parse, make targets and paths exist, links
+# resolve), then MkDocs in strict mode into artifacts/docs-site (mkdocs.yml). MkDocs is the `docs`
+# extra, installed here only, so `make test` does not install it.
+$(VENV)/.docs-installed: $(VENV)/.installed
+	@echo "installing MkDocs into $(VENV)"
+	@PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -e '.[dev,docs]'
+	@touch $@
+
+docs: $(VENV)/.docs-installed
+	$(BIN)/python -m deepresearch_dagster.cli.reference
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_docs.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # Quick mode by default; `make bench BENCH_ARGS=--full` for the larger sizes, `BENCH_ARGS=--only
 # audit_scale` for one. Prints the table (figure, now, goal, met), writes benchmarks/results/
-# summary.json + summary.md, then copies summary.md into the README's Performance section
-# (benchmarks/update_readme.py, between the bench:start/bench:end markers). The README is updated
-# even when a benchmark could not run (its row says so); make still fails in that case.
+# summary.json + summary.md, then copies summary.md into docs/performance.md (benchmarks/
+# update_readme.py, between the bench:start/bench:end markers). The page is updated even when a
+# benchmark could not run (its row says so); make still fails in that case.
 bench: install
 	PYTHONPATH=$(CURDIR) $(BIN)/python benchmarks/run_all.py $(BENCH_ARGS); status=$$?; \
 	$(BIN)/python benchmarks/update_readme.py && exit $$status

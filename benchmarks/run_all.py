@@ -7,7 +7,7 @@ its figures and writes benchmarks/results/<name>.json. This script then builds o
 figure, now, goal, met — from the "summary" figures of every benchmarks/results/<name>.json
 present (so `--only` refreshes some rows and keeps the others, each with its own date and mode),
 prints it and writes it to benchmarks/results/summary.json and, as a Markdown table,
-benchmarks/results/summary.md (which `benchmarks/update_readme.py` copies into the README's
+benchmarks/results/summary.md (which `benchmarks/update_readme.py` copies into docs/performance.md's
 Performance section). `--summary-only` runs nothing and rebuilds the table from the files.
 Exit status is non-zero only when a benchmark could not run — missing a goal is reported in the
 table, not as a failure.

@@ -155,6 +155,7 @@ SLOW_FIRST = (
     "test_sensors_schedules.py",
     "test_cli.py",
     "test_interrupts.py",
+    "test_cli_pty.py",
 )
 # Modules whose tests share a module- or class-scoped fixture: each goes to one worker whole,
 # so the fixture is set up once (checked in pytest_collection_modifyitems).

@@ -41,8 +41,13 @@ def test_unknown_option_exits_2():
 
 
 def test_run_json_then_ls(isolated_env, corpus_dir):
+    # A named pipe would block a reader forever, a corrupt PDF cannot be parsed: both are skipped,
+    # and the user is told (progress, figures, report.json, the report's Limitations).
+    os.mkfifo(corpus_dir / "pipe.txt")
+    (corpus_dir / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
     proc = run_cli("run", "How do sodium-ion batteries work in cold weather?", "--corpus", str(corpus_dir), "--json")
     assert proc.returncode == 0, proc.stderr
+    assert "documents: 2 file(s) skipped: broken.pdf (" in proc.stderr and "pipe.txt (not a regular file" in proc.stderr
     out = json.loads(proc.stdout)
     for key in (
         "partition_key",
@@ -61,12 +66,27 @@ def test_run_json_then_ls(isolated_env, corpus_dir):
     assert Path(out["report_md"]).is_file() and Path(out["artifacts_dir"]).is_dir()
     assert out["tool_calls"] == len(list(Path(out["artifacts_dir"]).iterdir()))
     assert "step 1/" in proc.stderr  # progress was shown
+    assert [path for path, _ in out["skipped_documents"]] == ["broken.pdf", "pipe.txt"]
+    report = json.loads(Path(out["report_json"]).read_text())
+    assert report["skipped_documents"] == out["skipped_documents"]
+    limitations = Path(out["report_md"]).read_text().split("## Limitations")[1].split("\n## ")[0]
+    assert "2 file(s) of the document folder could not be read" in limitations and "`pipe.txt`" in limitations
+    assert out["checks"]["citations_resolve"] == {
+        "passed": True,
+        "severity": "ERROR",
+        "summary": out["checks"]["citations_resolve"]["summary"],
+    }
 
     listing = run_cli("ls", "--json")
     assert listing.returncode == 0
     rows = json.loads(listing.stdout)
     assert [r["partition_key"] for r in rows] == [out["partition_key"]]
-    assert rows[0]["status"] == "succeeded"
+    # This small corpus misses the context-reduction target: a WARN check, shown by run and ls alike.
+    warned = sorted(name for name, check in out["checks"].items() if not check["passed"])
+    assert all(out["checks"][name]["severity"] == "WARN" for name in warned)
+    assert all(f"warning: check {name}: " in proc.stderr for name in warned)
+    assert rows[0]["status"] == ("succeeded, warning" if warned else "succeeded")
+    assert rows[0]["failed_checks"] == warned
 
 
 def test_compress_prints_schema_json():

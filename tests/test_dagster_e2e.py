@@ -8,6 +8,7 @@ from pathlib import Path
 import duckdb
 from dagster import AssetKey, DagsterInstance
 
+from deepresearch_dagster.core.checks import read_checks
 from deepresearch_dagster.core.config import ResearchSettings
 from deepresearch_dagster.core.pipeline import register
 from deepresearch_dagster.core.store.artifacts import ArtifactStore, sha256_bytes
@@ -39,6 +40,19 @@ def test_offline_research_materializes_all_four_assets(isolated_env):
     report_meta = instance.get_latest_materialization_event(AssetKey("research_report")).asset_materialization.metadata
     assert report_meta["context_reduction_pct"].value > 80
     assert "## References" in report_meta["report"].value
+    # The UI reads as a person would: the question beside the key on every asset, the short answer
+    # above the whole report, one figure per meaning, each call's verdict and injected tokens.
+    metas = {
+        name: instance.get_latest_materialization_event(AssetKey(name)).asset_materialization.metadata
+        for name in ("research_plan", "tool_outputs", "compressed_summaries", "research_report")
+    }
+    assert all(m["question"].value == QUESTION for m in metas.values())
+    keys = list(report_meta)
+    assert keys.index("executive_summary") < keys.index("report")
+    assert report_meta["executive_summary"].value.strip() and "## " not in report_meta["executive_summary"].value
+    assert "llm_calls_all_runs" in report_meta and "llm_calls_all_runs" not in metas["tool_outputs"]
+    calls_table = metas["tool_outputs"]["calls"].value
+    assert "| useful | injected tokens |" in calls_table and "| yes |" in calls_table
 
     partition = settings.artifacts_path / key
     report = json.loads((partition / "report.json").read_text())
@@ -58,7 +72,13 @@ def test_offline_research_materializes_all_four_assets(isolated_env):
         "context_reduction_above_threshold": True,
         "summaries_match_lineage": True,
         "citations_resolve": True,
+        "report_cites_sources": True,
     }
+    # The CLI reads the same outcomes (core/checks.py), so it says what the UI shows.
+    stored = read_checks(partition)
+    assert {name: c["passed"] for name, c in stored.items()} == checks
+    assert stored["context_reduction_above_threshold"]["severity"] == "WARN"
+    assert stored["citations_resolve"]["severity"] == "ERROR"
 
     with duckdb.connect(str(settings.duckdb_file), read_only=True) as conn:
         rows = conn.execute("SELECT artifact_path, sha256 FROM tool_calls WHERE partition_key = ?", [key]).fetchall()
@@ -133,7 +153,7 @@ def test_unusable_partition_key_fails_with_a_clear_message(isolated_env):
     assert reasons and "has no registered question and its key is not one" in reasons[0]
 
 
-def test_context_reduction_check_fails_loudly_below_its_threshold(isolated_env, monkeypatch):
+def test_context_reduction_below_its_threshold_is_a_warning(isolated_env, monkeypatch):
     monkeypatch.setenv("DEEPRESEARCH_MIN_CONTEXT_REDUCTION", "99.5")
     result, *_ = materialize_question(QUESTION)
     checks = {
@@ -142,5 +162,7 @@ def test_context_reduction_check_fails_loudly_below_its_threshold(isolated_env, 
         if e.event_type_value == "ASSET_CHECK_EVALUATION"
     }
     failed = checks["context_reduction_above_threshold"]
-    assert not failed.passed and failed.severity.value == "ERROR"
+    # A figure below its target, not a broken research: WARN in the UI, a warning line in the CLI.
+    assert not failed.passed and failed.severity.value == "WARN"
     assert failed.metadata["threshold_pct"].value == 99.5
+    assert "below its 99.5 % target" in failed.description

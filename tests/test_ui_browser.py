@@ -1,10 +1,11 @@
 """A real browser through the README's UI path: ``dagster dev`` (webserver + daemon) on 127.0.0.1
 in a temporary DAGSTER_HOME, Debian's Chromium driven by Playwright.
 
-Start a research from ``start_research_job``'s launchpad with a question full of spaces and
-punctuation, wait for the start run and the ``research_job`` run the ``start_research_sensor``
-launches, then open ``research_report``'s latest materialization and find the report text and a
-reference in its Markdown view; last, the table of an evaluation (``deepresearch eval``) in
+Start a research from ``start_research_job``'s launchpad by typing a question full of spaces
+and punctuation into its empty ``question`` field, wait for the start run and the
+``research_job`` run the ``start_research_sensor`` launches, then open ``research_report``'s
+latest materialization, read the question there and find the report text and a reference in
+its Markdown view; last, the table of an evaluation (``deepresearch eval``) in
 ``evaluation_results``' materialization. Screenshots go to ``artifacts/ui-screenshots/`` (or
 ``$DEEPRESEARCH_UI_SCREENSHOTS``); their folder is printed.
 
@@ -46,6 +47,17 @@ LOCATION = "deepresearch_dagster.definitions"  # workspace.yaml's python_module
 QUESTION = "Sodium-ion batteries: how do they work, and what do they cost (per kWh)? [a 2026 view]"
 STARTUP_S = 120  # `dagster dev` on a busy 2-core machine: webserver, daemon, code servers
 RUN_S = 150
+
+# The launchpad's editor (CodeMirror): the cursor between the quotes of the empty `question: ""`
+# it opens with, as a person clicking there would leave it; returns that line (null if none).
+CURSOR_IN_EMPTY_QUESTION = """() => {
+  const cm = document.querySelector('.CodeMirror').CodeMirror;
+  for (let i = 0; i < cm.lineCount(); i++) {
+    const m = cm.getLine(i).match(/^(\\s*question:\\s*)(["'])\\2\\s*$/);
+    if (m) { cm.focus(); cm.setCursor({line: i, ch: m[1].length + 1}); return cm.getLine(i); }
+  }
+  return null;
+}"""
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install -y chromium)"
@@ -125,6 +137,9 @@ def test_start_follow_and_read_a_research_in_chromium(isolated_env, corpus_dir, 
     monkeypatch.setenv("DEEPRESEARCH_ENGINE", "offline")
     monkeypatch.setenv("DEEPRESEARCH_CORPUS", str(corpus_dir))
     monkeypatch.setenv("DAGSTER_TELEMETRY_ENABLED", "false")
+    # A small research: the launchpad's options stay as they open (null = these settings).
+    monkeypatch.setenv("DEEPRESEARCH_MAX_STEPS", "2")
+    monkeypatch.setenv("DEEPRESEARCH_DEPTH", "0")
     screens = _screens()
     print(f"screenshots: {screens}")
     # An evaluation of one item, recorded in the same instance: its table is read in step 5.
@@ -151,11 +166,6 @@ def test_start_follow_and_read_a_research_in_chromium(isolated_env, corpus_dir, 
     )
     base = f"http://127.0.0.1:{port}"
     key = partition_key_for(QUESTION)
-    # The launchpad's YAML with the question as typed (a JSON string is valid YAML) and a small research.
-    config = (
-        "ops:\n  start_research:\n    config:\n"
-        f"      question: {json.dumps(QUESTION)}\n      engine: offline\n      max_steps: 2\n      depth: 0\n"
-    )
     try:
         with httpx.Client(base_url=base, timeout=30, trust_env=False) as http:
             _wait_for_server(http, proc, log_path)
@@ -167,7 +177,7 @@ def test_start_follow_and_read_a_research_in_chromium(isolated_env, corpus_dir, 
                     # Marks that dialog as seen (the webserver keeps the flag in localStorage).
                     page.add_init_script("window.localStorage.setItem('communityNux', 'true')")
 
-                    # 1. The launchpad opens prefilled and valid; replace the config with ours.
+                    # 1. The launchpad opens with an empty question: type ours between its quotes.
                     page.goto(f"{base}/locations/{LOCATION}/jobs/start_research_job/playground")
                     _skip_community_dialog(page)
                     editor = page.locator(".CodeMirror").first
@@ -176,10 +186,11 @@ def test_start_follow_and_read_a_research_in_chromium(isolated_env, corpus_dir, 
                     assert "question:" in editor.inner_text()
                     page.get_by_text("No errors").first.wait_for()
                     page.screenshot(path=str(screens / "0_launchpad_prefilled.png"))
-                    editor.click()
-                    page.keyboard.press("Control+A")
-                    page.keyboard.insert_text(config)
+                    line = page.evaluate(CURSOR_IN_EMPTY_QUESTION)
+                    assert line is not None, editor.inner_text()
+                    page.keyboard.insert_text(QUESTION)
                     page.get_by_text("No errors").first.wait_for()
+                    assert QUESTION in page.evaluate("document.querySelector('.CodeMirror').CodeMirror.getValue()")
                     page.screenshot(path=str(screens / "1_launchpad.png"))
                     page.get_by_role("button", name="Launch Run").click()
 
@@ -200,8 +211,10 @@ def test_start_follow_and_read_a_research_in_chromium(isolated_env, corpus_dir, 
                     page.get_by_text(re.compile(r"plan: .* \(\d+ steps?\)")).first.wait_for()
                     page.screenshot(path=str(screens / "3_research_run.png"))
 
-                    # 4. research_report's latest materialization: the report as rendered Markdown.
+                    # 4. research_report's latest materialization: the question beside the partition
+                    # (its metadata), then the report as rendered Markdown.
                     page.goto(f"{base}/assets/research_report?view=events&partition={key}")
+                    page.get_by_text(QUESTION).first.wait_for()
                     page.get_by_text("[Show Markdown]").first.click()
                     dialog = page.get_by_role("dialog")
                     dialog.get_by_text("References").first.wait_for()

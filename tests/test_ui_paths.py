@@ -13,7 +13,7 @@ from deepresearch_dagster.core.naming import partition_key_for
 from deepresearch_dagster.core.pipeline import register
 from deepresearch_dagster.core.store.lineage import LineageStore
 from deepresearch_dagster.defs.build import build_definitions
-from deepresearch_dagster.defs.jobs import PARTITION_TAG, SAMPLE_QUESTION
+from deepresearch_dagster.defs.jobs import EMPTY_HINT, PARTITION_TAG
 from deepresearch_dagster.defs.partitions import RESEARCH_PARTITIONS_NAME
 from deepresearch_dagster.defs.runs import failure_reasons
 from deepresearch_dagster.defs.sensors import start_research_sensor
@@ -33,7 +33,8 @@ def test_launchpads_open_prefilled_and_valid():
     defs = build_definitions(schedules=False)
     start = defs.resolve_job_def("start_research_job")
     config = start.run_config["ops"]["start_research"]["config"]
-    assert config["question"] == SAMPLE_QUESTION
+    # An empty question to type into: no sample text whose second YAML line could be left behind.
+    assert config["question"] == ""
     assert set(config) == {"question", *RequestOptions.model_fields} and config["engine"] is None
     assert start.run_config_schema.config_type is not None
     for name, keys in (
@@ -75,6 +76,7 @@ def test_start_research_refuses_a_bad_question_or_option_in_one_line():
     assert not bad_question.success
     (reason,) = failure_reasons(bad_question.all_events)
     assert reason.startswith("invalid question:") and "\n" not in reason
+    assert reason == f"invalid question: {EMPTY_HINT}"  # the launchpad left as it opened
     bad_option = _start(instance, question=QUESTION, max_steps=99)
     assert not bad_option.success
     (reason,) = failure_reasons(bad_option.all_events)
@@ -98,6 +100,9 @@ def test_every_asset_check_has_a_description():
     from deepresearch_dagster.defs.checks import research_checks
 
     specs = [spec for d in [*research_assets, *research_checks] for spec in d.check_specs]
-    assert len(specs) == 5
+    assert len(specs) == 6
     for spec in specs:
         assert spec.description, spec.name
+    # The severity a check means (core/checks.py) is said in its description for the WARN ones.
+    warn = {s.name for s in specs if s.description.startswith("WARN")}
+    assert warn == {"context_reduction_above_threshold", "report_cites_sources"}

@@ -3,7 +3,9 @@
 Exit codes: 0 success; 1 failed research (with where to look), a storage failure (full disk,
 read-only or corrupt database or instance storage) or a research of the same question already
 running; 2 bad usage, bad input or bad configuration (flags, environment, config file,
-``dagster.yaml``, a missing corpus folder). Each failure is one ``error:`` line on stderr.
+``dagster.yaml``, a missing corpus folder); 3 the research finished but a check that means it
+is broken failed (an ERROR-severity asset check; WARN ones print a ``warning:`` line and exit 0);
+130 interrupted. Each failure is one ``error:`` line on stderr.
 """
 
 from __future__ import annotations
@@ -40,11 +42,11 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(knobs: bool = True) -> argparse.ArgumentParser:
     """The whole parser; ``knobs=False`` leaves out the research-size flags of ``run`` and
     ``eval`` (built from ``RequestOptions``, i.e. pydantic), which only those two parse."""
-    parser = _Parser(prog="deepresearch", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="deepresearch", description=__doc__.splitlines()[0].replace("``", ""))
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="research a question end to end as a Dagster partition")
-    run.add_argument("question")
+    run.add_argument("question", help="the question, as you would ask it (quote it in the shell)")
     run.add_argument("--corpus", help=f"folder of documents ({CORPUS_FORMATS}; default: bundled sample corpus)")
     run.add_argument("--engine", choices=["auto", "offline", "openai"], help=ENGINE_HELP)
     run.add_argument("--json", action="store_true", help="print one JSON object with the figures")
@@ -60,7 +62,7 @@ def build_parser(knobs: bool = True) -> argparse.ArgumentParser:
     if knobs:
         from ..core.config import RequestOptions
 
-        group = run.add_argument_group("research size and budget (defaults in README)")
+        group = run.add_argument_group("research size and budget (defaults: docs/reference/configuration.md)")
         for option, (flag, kind, text) in RequestOptions.knobs().items():
             group.add_argument(flag, dest=option, type=kind, help=text)
     run.set_defaults(func=cmd_run)

@@ -1,6 +1,7 @@
 """What every ``deepresearch`` command shares: exit codes, settings from flags, progress output.
 
-Exit codes: 0 success, 1 failed research/run (with where to look), 2 bad usage or bad input.
+Exit codes: 0 success, 1 failed research/run (with where to look), 2 bad usage or bad input, 3 the
+research finished but an ERROR-severity check failed (core/checks.py), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from ..core.errors import UsageError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+# The research finished, but a check that means it is broken failed (core/checks.py: ERROR).
+EXIT_CHECK_FAILED = 3
 ENGINE_HELP = "offline (no network) or openai (OPENAI_API_KEY / OPENAI_BASE_URL); default: auto"
 # The formats core.documents.ingest.EXTRACTORS reads, named here so that --help does not import the
 # document parsers (test_cli checks that the two lists agree).
@@ -25,6 +28,7 @@ CORPUS_FORMATS = ".md .markdown .txt .html .htm .pdf .docx .pptx .xlsx .xlsm .cs
 
 __all__ = [
     "CORPUS_FORMATS",
+    "EXIT_CHECK_FAILED",
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_USAGE",
@@ -70,7 +74,7 @@ class _ProgressHandler(logging.Handler):
         if console.is_terminal:
             from rich.text import Text
 
-            console.print(Text(line, no_wrap=True, overflow="ellipsis"), crop=True)
+            console.print(Text(line), no_wrap=True, overflow="ellipsis", crop=True)
         else:
             print(line, file=sys.stderr, flush=True)
         if self.waiting is not None and record.levelno >= logging.INFO:
@@ -85,7 +89,12 @@ def _stderr_console() -> Any:
     if _CONSOLE is None:
         from rich.console import Console
 
-        _CONSOLE = Console(stderr=True, highlight=False)
+        # Whether stderr is a terminal is decided once, here, before any run: while a Dagster step
+        # runs, its compute-log capture points fd 2 at a pipe (a tee to the terminal), and a console
+        # that asked then would print progress lines as plain text after the spinner's line
+        # instead of clearing it first (the spinner, the clock and the line on one garbled row).
+        tty = sys.stderr.isatty() or None
+        _CONSOLE = Console(stderr=True, highlight=False, force_terminal=tty, force_interactive=tty)
     return _CONSOLE
 
 
@@ -218,6 +227,23 @@ def known_research(settings: Any, partition: str) -> tuple[Any, str]:
 
     lineage = LineageStore.at(settings.duckdb_file) if settings.duckdb_file.exists() else None
     return lineage, resolve_partition(lineage, partition)
+
+
+def report_checks(partition_dir: Path) -> int:
+    """One stderr line per failed check of the research (``warning:`` for WARN, ``error:`` for
+    ERROR, as the Dagster UI shows them); EXIT_CHECK_FAILED when an ERROR check failed."""
+    from ..core.checks import ERROR, WARN, failed_checks, read_checks
+
+    checks = read_checks(partition_dir)
+    for name, summary in failed_checks(checks, WARN):
+        print(f"warning: check {name}: {summary}", file=sys.stderr)
+    errors = failed_checks(checks, ERROR)
+    for name, summary in errors:
+        print(
+            f"error: the research finished, but check {name} failed: {summary} (files under {partition_dir})",
+            file=sys.stderr,
+        )
+    return EXIT_CHECK_FAILED if errors else EXIT_OK
 
 
 def report_failure(what: str, outcome: Any, partition_dir: Path) -> int:

@@ -51,7 +51,7 @@ def add_eval_command(sub: Any, knobs: bool) -> None:
     if knobs:
         from ..core.config import RequestOptions
 
-        group = ev.add_argument_group("research size (as for `run`)")
+        group = ev.add_argument_group("research size (as for run)")
         for option, (flag, kind, text) in RequestOptions.knobs().items():
             group.add_argument(flag, dest=option, type=kind, help=text)
     ev.set_defaults(func=cmd_eval)

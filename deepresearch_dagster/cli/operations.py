@@ -146,7 +146,7 @@ def cmd_rewrite_report(args: argparse.Namespace) -> int:
 
 def add_operation_commands(sub: Any) -> None:
     audit = sub.add_parser("audit", help="trace a research: citations → summaries → raw artifacts → tool calls")
-    audit.add_argument("partition", help="partition key (or an unambiguous prefix, see `deepresearch ls`)")
+    audit.add_argument("partition", help="partition key (or an unambiguous prefix, see: deepresearch ls)")
     audit.add_argument("--json", action="store_true", help="print the audit as one JSON object")
     audit.set_defaults(func=cmd_audit)
 

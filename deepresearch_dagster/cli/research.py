@@ -20,6 +20,7 @@ from .common import (
     live_progress,
     open_lineage,
     page_note,
+    report_checks,
     report_failure,
     say,
     settings_from_args,
@@ -79,11 +80,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     summary = _summary(lineage, key, settings, partition_dir)
     if args.json:
         print(json.dumps(summary, indent=2))
-        return EXIT_OK
+        return report_checks(partition_dir)
     if args.show_report:
         print((partition_dir / "report.md").read_text("utf-8"))
     _print_figures(summary)
-    return EXIT_OK
+    return report_checks(partition_dir)
 
 
 def _run_locked(
@@ -118,6 +119,7 @@ def _summary(lineage: Any, key: str, settings: Any, partition_dir: Path) -> dict
     report = json.loads((partition_dir / "report.json").read_text("utf-8"))
     figures = lineage.reduction(key)
     budget = lineage.latest_budget(key, "research_report")
+    from ..core.checks import read_checks
     from ..core.heuristics import OFFLINE_MODEL
     from ..core.naming import plan_folder
 
@@ -143,6 +145,10 @@ def _summary(lineage: Any, key: str, settings: Any, partition_dir: Path) -> dict
         # Median tokens/s of the model's answers (prompt read, answer written); None: not measured.
         "model_speed": lineage.model_speed(key, OFFLINE_MODEL),
         "budget": budget,
+        # Files of the document folder that could not be indexed: [path, reason].
+        "skipped_documents": report.get("skipped_documents", []),
+        # Every check's outcome, as the Dagster UI shows it (core/checks.py).
+        "checks": read_checks(partition_dir),
     }
 
 
@@ -189,6 +195,8 @@ def _print_figures(summary: dict[str, Any]) -> None:
         )
     if speed["overall_tps"]:
         table.add_row("answer tokens per model second", figure(speed["overall_tps"], "tokens/s", 2))
+    if summary["skipped_documents"]:
+        table.add_row("documents skipped", f"{len(summary['skipped_documents'])} (names and reasons in report.json)")
     units = {"tokens": ("tokens", 0), "dollars": ("$", 4), "llm_calls": ("calls", 0), "tool_calls": ("calls", 0)}
     for dim, figures in summary["budget"].items():
         unit, digits = units.get(dim, ("s", 1) if dim.endswith("_s") else ("", 0))
@@ -214,6 +222,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         from ..core.store.audit import research_page
 
         rows, total = research_page(lineage, limit=args.limit or None, offset=args.offset)
+    _with_checks(rows, settings)
     if args.json:
         print(json.dumps(rows, default=str, indent=2))
         return EXIT_OK
@@ -254,6 +263,21 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if note:
         console.print(note, style="italic")
     return EXIT_OK
+
+
+def _with_checks(rows: list[dict[str, Any]], settings: Any) -> None:
+    """A succeeded research whose checks failed says so in its status ("check failed" for an
+    ERROR check, "succeeded, warning" for a WARN one); ``failed_checks`` names them."""
+    from ..core.checks import ERROR, WARN, failed_checks, read_checks
+    from ..core.store.artifacts import ArtifactStore
+
+    for r in rows:
+        if r["status"] != "succeeded":
+            continue
+        checks = read_checks(ArtifactStore(settings.artifacts_path, r["partition_key"]).partition_dir)
+        errors, warnings = failed_checks(checks, ERROR), failed_checks(checks, WARN)
+        r["failed_checks"] = [name for name, _ in errors + warnings]
+        r["status"] = "check failed" if errors else "succeeded, warning" if warnings else r["status"]
 
 
 def cmd_compress(args: argparse.Namespace) -> int:

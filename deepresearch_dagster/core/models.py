@@ -243,6 +243,8 @@ class ToolOutputs(BaseModel):
     stop_reason: str = "complete"
     complete: bool = True  # False: "Research may be incomplete" (max iterations, budget, no new sources)
     direct_answer: bool = False
+    # Files of the document folder that could not be indexed: [relative path, reason].
+    skipped_documents: list[list[str]] = Field(default_factory=list)
 
     @field_validator("followup_steps")
     @classmethod
@@ -324,11 +326,16 @@ class Report(BaseModel):
     critique: dict[str, Any] = Field(default_factory=dict)
     # With --drafts N > 1: the judge's choice, its reasons and every draft's scores.
     drafts: dict[str, Any] = Field(default_factory=dict)
+    # Files of the document folder that could not be indexed: [relative path, reason].
+    skipped_documents: list[list[str]] = Field(default_factory=list)
 
     @model_serializer(mode="wrap")
     def _omit_absent_changes(self, handler: Any) -> Any:
-        # One-off researches keep the report.json they always had: no "what_changed": null.
+        # One-off researches keep the report.json they always had: no "what_changed": null, and
+        # no empty list of skipped documents.
         data = handler(self)
         if isinstance(data, dict) and data.get("what_changed") is None:
             data.pop("what_changed", None)
+        if isinstance(data, dict) and not data.get("skipped_documents", True):
+            data.pop("skipped_documents", None)
         return data

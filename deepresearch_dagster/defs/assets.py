@@ -1,5 +1,6 @@
 """The four partitioned research assets; each is a thin call into ``core.pipeline``."""
 
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,10 +29,11 @@ from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster._utils.interrupts import check_captured_interrupt
 from dagster_duckdb import DuckDBResource
 
+from ..core.checks import record_check
 from ..core.context import ResearchContext, logger
 from ..core.errors import ResearchError, ResearchInterrupted, redact, redact_exception_chain, storage_failure
 from ..core.models import Report, ResearchPlan, SummaryBundle, SummaryRecord, ToolCallRecord, ToolOutputs
-from ..core.naming import markdown_code, short_artifact_name, slugify
+from ..core.naming import markdown_code, markdown_text, short_artifact_name, slugify
 from ..core.pipeline import (
     compress_one,
     is_compressed,
@@ -172,19 +174,53 @@ def _recorded(ctx: ResearchContext, stage: str) -> Iterator[None]:
     ctx.lineage.run_finished(ctx.run_id, stage)
 
 
-def _reduction_metadata(ctx: ResearchContext) -> dict[str, Any]:
+def _reduction_metadata(ctx: ResearchContext, final: bool = False) -> dict[str, Any]:
+    """The question (beside every partition key in the UI) and the context-reduction figures;
+    ``final``: also the LLM calls of the partition, which only the report's materialization has
+    (counted earlier, the same name showed a smaller number on tool_outputs for the same run)."""
     figures = ctx.lineage.reduction(ctx.partition_key)
-    return {
+    metadata: dict[str, Any] = {
+        "question": ctx.question,
         "tool_calls": figures["tool_calls"],
         "useful": figures["useful"],
         "not_useful": figures["tool_calls"] - figures["useful"],
         "raw_tokens": figures["raw_tokens"],
         "injected_tokens": figures["injected_tokens"],
         "context_reduction_pct": MetadataValue.float(figures["context_reduction"] or 0.0),
+    }
+    if final:
         # Every LLM call ever recorded for this partition (all runs, replays included); this
         # run's own count is in the budget table.
-        "llm_calls_all_runs": figures["llm_calls"],
-    }
+        metadata["llm_calls_all_runs"] = figures["llm_calls"]
+    return metadata
+
+
+def _section(markdown: str, headings: tuple[str, ...]) -> str:
+    """The body of the first ``## <heading>`` section of a report that has one ("" if none)."""
+    for heading in headings:
+        match = re.search(rf"^## {re.escape(heading)}\s*$(.*?)(?=^## |\Z)", markdown, re.M | re.S)
+        if match and match.group(1).strip():
+            return match.group(1).strip()
+    return ""
+
+
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell: a ``|`` in a file name would end the cell."""
+    return text.replace("|", "\\|")
+
+
+def _calls_table(outputs: ToolOutputs) -> str:
+    """One row per tool call: what it read, its raw size, whether its summary entered the
+    conversation and how many tokens it injected (0 for a summary judged not useful)."""
+    summaries = {s.call_id: s for s in outputs.summaries}
+    rows = ["| call | tool | artifact | raw tokens | useful | injected tokens |", "|---|---|---|---:|---|---:|"]
+    for c in outputs.calls:
+        s = summaries.get(c.call_id)
+        useful = "—" if s is None else "yes" if s.result.is_useful else "no"
+        injected = 0 if s is None or not s.result.is_useful else s.injected_tokens
+        name = markdown_code(short_artifact_name(c.artifact_file, 40))
+        rows.append(f"| {c.call_id} | {c.tool} | {name} | {c.raw_tokens:,} | {useful} | {injected:,} |")
+    return "\n".join(rows)
 
 
 def _budget_markdown(snapshot: dict[str, Any]) -> str:
@@ -228,6 +264,21 @@ def research_plan(
         yield from _plan_asset(ctx)
 
 
+def _check(
+    ctx: ResearchContext, name: str, passed: bool, severity: AssetCheckSeverity, summary: str, metadata: dict[str, Any]
+) -> AssetCheckResult:
+    """The check's result, also recorded in the partition's checks.json (core/checks.py), so the CLI's
+    exit code and ``ls`` say what the UI shows."""
+    record_check(ctx.store, name, passed, severity.value, summary)
+    return AssetCheckResult(
+        check_name=name,
+        passed=passed,
+        severity=severity,
+        description=summary,
+        metadata={"summary": summary, **metadata},
+    )
+
+
 def _plan_asset(ctx: ResearchContext) -> Iterator[Output[ResearchPlan] | AssetCheckResult]:
     with _stage(ctx, "research_plan"):
         plan = plan_stage(ctx)
@@ -248,10 +299,18 @@ def _plan_asset(ctx: ResearchContext) -> Iterator[Output[ResearchPlan] | AssetCh
         error = None if stored == plan else "plan.json differs from the planner's plan"
     except (OSError, ValueError) as exc:
         error = str(exc)
-    yield AssetCheckResult(
-        check_name="plan_is_valid",
-        passed=error is None and len(plan.steps) <= ctx.settings.max_steps,
-        metadata={"steps": len(plan.steps), "error": error or ""},
+    too_long = len(plan.steps) > ctx.settings.max_steps
+    yield _check(
+        ctx,
+        "plan_is_valid",
+        error is None and not too_long,
+        AssetCheckSeverity.ERROR,
+        f"the stored plan is not the planner's plan: {error}"
+        if error
+        else f"the plan has {len(plan.steps)} steps, more than max_steps {ctx.settings.max_steps}"
+        if too_long
+        else f"plan.json is the planner's plan ({len(plan.steps)} steps)",
+        {"steps": len(plan.steps), "error": error or ""},
     )
 
 
@@ -271,7 +330,7 @@ def _plan_asset(ctx: ResearchContext) -> Iterator[Output[ResearchPlan] | AssetCh
         AssetCheckSpec(
             "context_reduction_above_threshold",
             asset="tool_outputs",
-            description="Injected summaries are at least DEEPRESEARCH_MIN_CONTEXT_REDUCTION % (default 80) "
+            description="WARN: injected summaries are at least DEEPRESEARCH_MIN_CONTEXT_REDUCTION % (default 80) "
             "smaller than the raw tool outputs, in estimated tokens.",
         ),
     ],
@@ -299,31 +358,44 @@ def _tool_outputs_asset(
     metadata["budget"] = MetadataValue.md(_budget_markdown(ctx.budget.snapshot()))
     metadata["artifacts_dir"] = MetadataValue.path(str(ctx.store.raw_dir(research_plan.plan_title)))
     # Short artifact names keep the table inside the dialog; artifacts_dir has the full paths.
-    metadata["calls"] = MetadataValue.md(
-        "| call | tool | artifact | raw tokens |\n|---|---|---|---:|\n"
-        + "\n".join(
-            f"| {c.call_id} | {c.tool} | {markdown_code(short_artifact_name(c.artifact_file, 40))} | {c.raw_tokens:,} |"
-            for c in outputs.calls
+    metadata["calls"] = MetadataValue.md(_calls_table(outputs))
+    if outputs.skipped_documents:
+        metadata["skipped_documents"] = MetadataValue.md(
+            "| file | why it was skipped |\n|---|---|\n"
+            + "\n".join(
+                f"| {_cell(markdown_code(path))} | {_cell(markdown_text(why))} |"
+                for path, why in outputs.skipped_documents
+            )
         )
-    )
     yield Output(outputs, metadata=metadata)
     recorded = ctx.lineage.tool_call_hashes(ctx.partition_key)
     on_disk = set(ctx.store.raw_reader(research_plan.plan_title).files())
     matches = recorded == {c.artifact_file: c.sha256 for c in outputs.calls} and on_disk == set(recorded)
-    yield AssetCheckResult(
-        check_name="raw_artifacts_match_lineage",
-        passed=matches,
-        severity=AssetCheckSeverity.ERROR,
-        metadata={"rows": len(recorded), "files": len(on_disk)},
+    yield _check(
+        ctx,
+        "raw_artifacts_match_lineage",
+        matches,
+        AssetCheckSeverity.ERROR,
+        f"{len(on_disk)} raw files match their tool_calls rows"
+        if matches
+        else f"raw files on disk ({len(on_disk)}) and tool_calls rows in DuckDB ({len(recorded)}) differ",
+        {"rows": len(recorded), "files": len(on_disk)},
     )
     reduction = metadata["context_reduction_pct"].value
     threshold = ctx.settings.min_context_reduction_pct
-    yield AssetCheckResult(
-        check_name="context_reduction_above_threshold",
-        # A research without tool calls (a direct answer) has nothing to reduce.
-        passed=not outputs.calls or reduction >= threshold,
-        severity=AssetCheckSeverity.ERROR,
-        metadata={"reduction_pct": MetadataValue.float(reduction), "threshold_pct": MetadataValue.float(threshold)},
+    # A figure below its target, not a broken research: outputs too small to shrink much (short
+    # pages, search listings) miss it with every summary correct. A direct answer has nothing to reduce.
+    reduced = not outputs.calls or reduction >= threshold
+    yield _check(
+        ctx,
+        "context_reduction_above_threshold",
+        reduced,
+        AssetCheckSeverity.WARN,
+        f"context reduction {reduction:.1f} % (target {threshold:g} %)"
+        if reduced
+        else f"context reduction {reduction:.1f} % is below its {threshold:g} % target (tool outputs too small "
+        "to shrink much?)",
+        {"reduction_pct": MetadataValue.float(reduction), "threshold_pct": MetadataValue.float(threshold)},
     )
 
 
@@ -384,6 +456,7 @@ def collect_summaries(
     return Output(
         bundle,
         metadata={
+            "question": ctx.question,
             "compressor_model": bundle.compressor_model,
             "prompt_version": bundle.prompt_version,
             "summaries": len(bundle.summaries),
@@ -422,9 +495,14 @@ def compressed_summaries(research_plan: ResearchPlan, tool_outputs: ToolOutputs)
         AssetCheckSpec(
             "citations_resolve",
             asset="research_report",
-            description="Every reference of the report is a source of the working memory and no citation marker "
-            "is left unresolved.",
-        )
+            description="ERROR: every reference of the report is a source of the working memory and no citation "
+            "marker is left unresolved (a report citing nothing passes; see report_cites_sources).",
+        ),
+        AssetCheckSpec(
+            "report_cites_sources",
+            asset="research_report",
+            description="WARN: the report cites at least one verified source (a direct answer excepted).",
+        ),
     ],
     description="The cited report (report.md + report.json) written from the working memory.",
 )
@@ -445,7 +523,11 @@ def _report_asset(
 ) -> Iterator[Output[Report] | AssetCheckResult]:
     with _stage(ctx, "research_report"):
         report = report_stage(ctx, research_plan, compressed_summaries, tool_outputs)
-    metadata = _reduction_metadata(ctx)
+    metadata = _reduction_metadata(ctx, final=True)
+    summary = _section(report.markdown, ("Executive summary", "Answer"))
+    if summary:
+        # The short answer first, above the whole report (whose dialog may open scrolled down).
+        metadata["executive_summary"] = MetadataValue.md(summary)
     if report.what_changed is not None:
         changed = report.what_changed
         metadata["what_changed_since"] = changed.previous_date
@@ -479,11 +561,29 @@ def _report_asset(
     known = {s.source or s.artifact_file for s in compressed_summaries.working_memory}
     unresolved = [c.n for c in report.citations if c.source not in known]
     dangling = "Unresolved citation numbers" in report.markdown
-    yield AssetCheckResult(
-        check_name="citations_resolve",
-        # A direct answer (depth 0, no tools) legitimately cites nothing.
-        passed=not unresolved and not dangling and (bool(report.citations) or tool_outputs.direct_answer),
-        metadata={"citations": len(report.citations), "unresolved": MetadataValue.json(unresolved)},
+    resolved = not unresolved and not dangling
+    yield _check(
+        ctx,
+        "citations_resolve",
+        resolved,
+        AssetCheckSeverity.ERROR,
+        f"all {len(report.citations)} references resolve to sources of the working memory"
+        if resolved
+        else f"citations that do not resolve to a source of the working memory: {unresolved or 'unresolved numbers'}",
+        {"citations": len(report.citations), "unresolved": MetadataValue.json(unresolved)},
+    )
+    # A report that found nothing to cite is not broken (its sources did not answer the question),
+    # but it is worth a warning. A direct answer (depth 0, no tools) legitimately cites nothing.
+    cites = bool(report.verified_citations) or tool_outputs.direct_answer
+    yield _check(
+        ctx,
+        "report_cites_sources",
+        cites,
+        AssetCheckSeverity.WARN,
+        f"{report.verified_citations} verified citation markers"
+        if cites
+        else "the report cites no verified source: nothing searched or read stated an answer",
+        {"verified_citations": report.verified_citations},
     )
 
 

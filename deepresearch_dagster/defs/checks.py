@@ -5,6 +5,7 @@ import warnings
 from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue, PreviewWarning, asset_check
 from dagster_duckdb import DuckDBResource
 
+from ..core.checks import record_check
 from ..core.models import SummaryBundle
 from ..core.pipeline import bundle_version_file
 from ..core.store.artifacts import ArtifactStore
@@ -32,10 +33,20 @@ def _summaries_match_lineage(
     )
     missing = sorted(calls - set(in_bundle))
     passed = not missing and len(in_bundle) == len(set(in_bundle)) and expected <= recorded and copy_ok
+    passed = passed and versions_ok
+    summary = (
+        f"{len(in_bundle)} summaries match their tool calls, DuckDB rows and versioned copy"
+        if passed
+        else f"summaries and lineage differ: {len(missing)} tool call(s) without a summary, "
+        f"{len(expected - recorded)} summaries not in DuckDB, versioned copy {'matches' if copy_ok else 'differs'}"
+    )
+    record_check(store, "summaries_match_lineage", passed, AssetCheckSeverity.ERROR.value, summary)
     return AssetCheckResult(
-        passed=passed and versions_ok,
+        passed=passed,
         severity=AssetCheckSeverity.ERROR,
+        description=summary,
         metadata={
+            "summary": summary,
             "tool_calls": len(calls),
             "summaries": len(in_bundle),
             "not_in_duckdb": MetadataValue.json(sorted(c for c, _, _ in expected - recorded)),

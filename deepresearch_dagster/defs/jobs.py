@@ -1,6 +1,6 @@
 """Jobs: the full research, the two replays, and starting a question from the launchpad.
 
-``start_research_job`` is the UI's front door: its launchpad opens with a sample question and
+``start_research_job`` is the UI's front door: its launchpad opens with an empty question and
 every per-research option (``core.config.RequestOptions``, empty = the configured default). The
 op validates the question (coordinator) and options, registers the question, adds its
 partition (slug + hash key) and tags its run with the key; the ``start_research_sensor`` then
@@ -37,9 +37,11 @@ from .assets import compressed_summaries, research_assets, research_report
 from .partitions import ensure_partition, research_partitions
 from .resources import lineage_store, option_fields
 
-SAMPLE_QUESTION = (
-    "What are the main challenges in commercializing solid-state batteries, and how are manufacturers addressing them?"
-)
+# The launchpad opens with an empty question to type into, not a sample to delete: Dagster folds a
+# long default over several YAML lines, and replacing only the first line left the second one as
+# a continuation that still validated ("No errors"), so the research asked a mixed question.
+EMPTY_QUESTION = ""
+EMPTY_HINT = "the question is empty: type it between the quotes of question in the launchpad"
 
 research_job = define_asset_job(
     "research_job",
@@ -96,7 +98,7 @@ def enqueue_research_request(context: OpExecutionContext, config: SubmitConfig) 
 @job(
     description="Submit a research question from the launchpad (queued for the research_requests_sensor).",
     config={
-        "ops": {"enqueue_research_request": {"config": {"question": SAMPLE_QUESTION, "engine": None, "options": {}}}}
+        "ops": {"enqueue_research_request": {"config": {"question": EMPTY_QUESTION, "engine": None, "options": {}}}}
     },
 )
 def submit_research_job() -> None:
@@ -112,8 +114,9 @@ def _start_config_fields() -> dict[str, Any]:
     namespace = option_fields(__name__, " (empty = the configured default)")
     namespace["__annotations__"] = {"question": str, **namespace["__annotations__"]}
     namespace["question"] = Field(
-        default=SAMPLE_QUESTION,
-        description="the research question as you would ask it: any punctuation or language, up to 10,000 characters",
+        default=EMPTY_QUESTION,
+        description="the research question as you would ask it, between the quotes: any punctuation or language, "
+        "up to 10,000 characters",
     )
     return namespace
 
@@ -149,6 +152,8 @@ def start_research(context: OpExecutionContext, config: StartResearchConfig, duc
         options = start_options(config)
     except ValueError as exc:
         raise Failure(description=f"invalid option: {exc}", allow_retries=False) from exc
+    if not config.question.strip():
+        raise Failure(description=f"invalid question: {EMPTY_HINT}", allow_retries=False)
     try:
         key = register(lineage_store(duckdb), config.question, options.set_values())
     except InvalidQuestion as exc:
@@ -177,7 +182,7 @@ def start_research(context: OpExecutionContext, config: StartResearchConfig, duc
     # A plain dict keeps the None options, so the launchpad lists every one of them (null = default).
     config={
         "ops": {
-            "start_research": {"config": {"question": SAMPLE_QUESTION, **dict.fromkeys(RequestOptions.model_fields)}}
+            "start_research": {"config": {"question": EMPTY_QUESTION, **dict.fromkeys(RequestOptions.model_fields)}}
         }
     },
     tags={"deepresearch/source": "ui"},

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -100,6 +101,18 @@ class IndexedFolder:
     from_cache: int = 0
     hashed: int = 0
     seconds: float = 0.0
+
+
+SPECIAL = "not-regular"  # the fingerprint's entry for a FIFO, socket or device in the folder
+
+
+def not_regular(mode: int) -> str:
+    """What a file that is not a regular file is ("named pipe", …); "" for a regular file."""
+    if stat.S_ISREG(mode):
+        return ""
+    kinds = ((stat.S_ISFIFO, "named pipe"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"))
+    kinds += ((stat.S_ISBLK, "block device"), (stat.S_ISDIR, "folder"))
+    return next((name for test, name in kinds if test(mode)), "special file")
 
 
 def list_files(root: Path) -> list[Path]:
@@ -196,6 +209,11 @@ def index_folder(
             st = path.stat()
         except OSError as exc:
             out.skipped.append((rel, f"unreadable: {exc.strerror or exc}"))
+            continue
+        special = not_regular(st.st_mode)
+        if special:  # never opened: reading a named pipe blocks until a writer comes, a device never ends
+            out.skipped.append((rel, f"not a regular file ({special})"))
+            out.files[rel] = SPECIAL
             continue
         known = manifest.get(rel)
         if known and known[0] == st.st_size and known[1] == st.st_mtime_ns:
@@ -310,6 +328,9 @@ def quick_fingerprint(root: Path, cache: TextCache, max_bytes: int = MAX_BYTES) 
             st = path.stat()
         except OSError:
             return None
+        if not_regular(st.st_mode):
+            seen.append((rel, SPECIAL))
+            continue
         known = manifest.get(rel)
         if not known or known[0] != st.st_size or known[1] != st.st_mtime_ns:
             return None

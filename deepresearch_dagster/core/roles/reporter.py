@@ -40,7 +40,8 @@ from ..models import (
     SummaryBundle,
     ToolOutputs,
 )
-from ..naming import markdown_code, reference_line, short_artifact_name
+from ..naming import markdown_code, markdown_text, reference_line, short_artifact_name
+from ..store.artifacts import ArtifactReader
 from ..tools import Toolbox, ToolError
 from ..tools.artifact_tools import artifact_tools
 from ..untrusted import data_marker, spotlight, without_address
@@ -268,6 +269,11 @@ def pipeline_notes(
             f"Suspected prompt injection: {names} held text addressed to the model (instructions, role tags or "
             "tool calls). It was not followed, and nothing from these sources is used in this report."
         )
+    if outputs.skipped_documents:
+        skipped = outputs.skipped_documents
+        names = "; ".join(f"{markdown_code(path)} ({markdown_text(why)})" for path, why in skipped[:10])
+        more = f"; {len(skipped) - 10} more in report.json" if len(skipped) > 10 else ""
+        notes.append(f"{len(skipped)} file(s) of the document folder could not be read (not searched): {names}{more}.")
     set_aside = sum(1 for s in bundle.summaries if s.suspected_injection)
     not_useful = len(bundle.summaries) - len(bundle.working_memory) - set_aside
     if not_useful:
@@ -524,6 +530,7 @@ def write_report(
         rewritten=[f.model_dump(exclude={"reason"}) for f in cited.rewritten],
         uncited_dropped=[f.model_dump(exclude={"text"}) for f in cited.dropped],
         critique=revised.summary(),
+        skipped_documents=outputs.skipped_documents,
     )
 
 

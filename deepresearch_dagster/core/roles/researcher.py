@@ -25,8 +25,8 @@ from ..llm.engine import ToolCallRequest
 from ..llm.prompts import render
 from ..llm.structured import complete_recorded, record_completion, record_fallback
 from ..models import PlanStep, ResearchPlan, SummaryRecord, ToolCallRecord, ToolOutputs
-from ..naming import artifact_filename, plan_folder, slugify
-from ..store.artifacts import CORPUS_CACHE
+from ..naming import artifact_filename, plan_folder, printable_name, slugify
+from ..store.artifacts import CORPUS_CACHE, ArtifactReader
 from ..store.tool_cache import ToolCache
 from ..text import estimate_tokens
 from ..tools import Toolbox, ToolResult
@@ -53,7 +53,7 @@ def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
     and MCP tools when installed or configured (open until :meth:`Toolbox.close`)."""
     settings = ctx.settings
     # Extracted text is cached by file sha256 under the artifact root: a folder is indexed once.
-    tools = corpus_tools(open_corpus(str(settings.corpus_path), str(settings.artifacts_path / CORPUS_CACHE)))
+    tools = corpus_tools(document_folder(settings))
     providers = providers_from_settings(settings.search)
     if providers:
         tools.append(search_tool(FallbackSearch(providers)))
@@ -64,6 +64,22 @@ def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
     for problem in external.problems:
         ctx.log(problem)
     return Toolbox(tools + external.tools, close=external.close)
+
+
+def document_folder(settings: Any) -> Any:
+    """The configured document folder, indexed (once per process while it is unchanged)."""
+    return open_corpus(str(settings.corpus_path), str(settings.artifacts_path / CORPUS_CACHE))
+
+
+def skipped_documents(ctx: ResearchContext) -> list[list[str]]:
+    """Files of the document folder that could not be indexed, each with its reason; logged in
+    one progress line (count and the first names), since a skipped file is a hole in the sources."""
+    skipped = [[path, reason] for path, reason in document_folder(ctx.settings).skipped]
+    if skipped:
+        shown = "; ".join(f"{printable_name(path)} ({reason})" for path, reason in skipped[:3])
+        more = f"; and {len(skipped) - 3} more (report.json)" if len(skipped) > 3 else ""
+        ctx.log(f"documents: {len(skipped)} file(s) skipped: {shown}{more}")
+    return skipped
 
 
 def conversation_file(step_id: str) -> str:
@@ -426,6 +442,7 @@ def execute_plan(ctx: ResearchContext, plan: ResearchPlan) -> ToolOutputs:
 
 
 def _execute_plan(ctx: ResearchContext, plan: ResearchPlan, toolbox: Toolbox) -> ToolOutputs:
+    skipped = skipped_documents(ctx)
     state = ResearchState(provenance=Provenance.of_question(ctx.question))
     rounds: list[CriticRound] = []
     followups: list[PlanStep] = []
@@ -459,6 +476,7 @@ def _execute_plan(ctx: ResearchContext, plan: ResearchPlan, toolbox: Toolbox) ->
         stop_reason=stop_reason,
         complete=complete,
         direct_answer=stop_reason == "direct_answer",
+        skipped_documents=skipped,
     )
 
 
