@@ -41,7 +41,6 @@ from ..models import (
     ToolOutputs,
 )
 from ..naming import markdown_code, markdown_text, reference_line, short_artifact_name
-from ..store.artifacts import ArtifactReader
 from ..tools import Toolbox, ToolError
 from ..tools.artifact_tools import artifact_tools
 from ..untrusted import data_marker, spotlight, without_address

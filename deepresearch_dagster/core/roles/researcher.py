@@ -26,7 +26,7 @@ from ..llm.prompts import render
 from ..llm.structured import complete_recorded, record_completion, record_fallback
 from ..models import PlanStep, ResearchPlan, SummaryRecord, ToolCallRecord, ToolOutputs
 from ..naming import artifact_filename, plan_folder, printable_name, slugify
-from ..store.artifacts import CORPUS_CACHE, ArtifactReader
+from ..store.artifacts import CORPUS_CACHE
 from ..store.tool_cache import ToolCache
 from ..text import estimate_tokens
 from ..tools import Toolbox, ToolResult
