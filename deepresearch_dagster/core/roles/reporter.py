@@ -483,7 +483,7 @@ def write_report(
     evidence = Evidence(
         entries=entries,
         verify=lambda text: verify_citations(one_number_each(text), entries_by_n, raws),
-        memory=lambda sources: _working_memory(_memory_text(sources, raw)),
+        memory=lambda sources: _working_memory(ctx, _memory_text(sources, raw)),
     )
     revised = revise_report(ctx, body, checks, payload, evidence, head, draft)
     body, checks = revised.markdown, revised.checks
