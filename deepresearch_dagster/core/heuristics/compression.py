@@ -41,16 +41,14 @@ from ..text import (
     table_cells,
     words,
 )
-from .answer_types import answers
+from .answer_types import NUMBER_WORD, answers
 from .aspects import aspect_terms
 from .planning import DOCUMENT_GUIDANCE, REQUEST_WORDS
 from .sentences import context_dependent, has_fact, is_fragment, looks_english, looks_like_code, named_entities
 from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, LIST_MARKER, cap_words, names
 
 SECTION_WORDS = set(content_terms("background overview introduction context limitations outlook future summary"))
-_NUMBER_WORDS = re.compile(
-    r"\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|dozen|hundred|thousand)\b", re.IGNORECASE
-)
+_NUMBER_WORDS = re.compile(rf"\b{NUMBER_WORD}\b", re.IGNORECASE)
 # The size budget: the whole injected message (JSON keys, title, summary, extraction, artifact
 # file name) may take this share of the raw output (goal: ≥ 95 % reduction per call), at most
 # MAX_MESSAGE_TOKENS; a short fact sheet's facts may take FACT_RATIO of it (at most MAX_FACT_TOKENS).
