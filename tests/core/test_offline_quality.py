@@ -387,7 +387,10 @@ def test_demo_report_reads_as_an_answer():
     gaps = outputs["critic_rounds"][-1]["verdict"]["gaps"] if outputs["critic_rounds"] else []
     assert ("named no open gaps" in md) == (not gaps)
     figures = ctx.lineage.reduction(ctx.partition_key)
-    assert figures["context_reduction"] >= 90.0
+    # 88, not 90: since the manufacturing and cost document is no longer taken for superseded, the
+    # demo reads its short passage windows too, where the contract's three-sentence floor is most of
+    # the window (issue 27).
+    assert figures["context_reduction"] >= 88.0
 
 
 def test_research_on_another_topic_quotes_none_of_the_battery_documents():

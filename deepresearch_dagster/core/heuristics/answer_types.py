@@ -32,9 +32,9 @@ UNIT = (
     # "how long / often / old": durations and rates
     r"seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|times)"
 )
-_NUMBER_WORD = (
-    r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|eighteen|twenty|thirty|forty|"
-    r"fifty|sixty|hundred|several|a\s+few)"
+NUMBER_WORD = (
+    r"(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|eighteen|twenty|thirty|forty|"
+    r"fifty|sixty|hundred|thousand|dozen|several|a\s+few)"
 )
 _WORDED_UNIT = (
     r"(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|decades?|kilomet(?:re|er)s?|met(?:re|er)s?|miles?|"
@@ -73,7 +73,9 @@ _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str] | Callable[[str], bool]
         re.compile(rf"{HOW_MEASURE.pattern}|\b(?:size|length)\b|\bhow\s+much\s+(?!{_NOT_QUANTITY}\b)[a-z]+", re.I),
         # "2,150 square kilometres", or a table column's unit before its value ("heat delivered MWh: 18950")
         # "seven months", "two years" (a number in words, before a unit no other word is spelled as)
-        re.compile(rf"\d[\d,.]*\s*(?:-\s*)?{UNIT}\b|\b{UNIT}\)?:\s*\d|\b{_NUMBER_WORD}[\s-]+{_WORDED_UNIT}\b", re.I),
+        re.compile(
+            rf"\d[\d,.]*\s*(?:-\s*)?{UNIT}\b|\b{UNIT}\)?:\s*\d|\b(?:one|{NUMBER_WORD})[\s-]+{_WORDED_UNIT}\b", re.I
+        ),
     ),
     "money": (
         re.compile(

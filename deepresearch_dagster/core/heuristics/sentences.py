@@ -74,7 +74,7 @@ VERB_STEMS = frozenset(
     spend stand start state stay stop store study suffer suggest supply support survive take talk
     target tell tend test think track turn understand use vary want warn win work write yield""".split()
 )
-_IRREGULAR = frozenset(
+IRREGULAR = frozenset(
     """began begun brought built bought came chose chosen did done drew drawn drove driven ate fell
     felt fought found flew flown forgot gave given went gone got gotten grew grown held hid kept knew
     known laid led left lent lay lost made meant met paid put quit ran rose said saw seen sold sent
@@ -125,7 +125,7 @@ def has_verb(sentence: str) -> bool:
         near = tokens[max(0, i - 1) : i + 2]
         if w == "may" and any(t.isdigit() for t in near):
             continue  # the month in a dateline ("Evening Courier, 12 May 2024"), not "may fail"
-        if w in _AUX or w in _IRREGULAR:
+        if w in _AUX or w in IRREGULAR:
             return True
         if w.endswith("ed") and len(w) > 4 and i > 0:
             return True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from ..text import STOPWORDS, content_terms
-from .sentences import VERB_STEMS, has_verb
+from .sentences import IRREGULAR, VERB_STEMS, has_verb
 
 # Words that describe the task rather than the topic; matching them says nothing about relevance.
 INSTRUCTION_WORDS = set(
@@ -52,9 +52,7 @@ SUBJECT_LEAD = re.compile(
     r"[a-z]+(?:ed|s)\s+",
     re.IGNORECASE,
 )
-PARTICIPLE_END = re.compile(
-    r"\s+(?:[a-z]+ed|built|made|done|run|paid|held|sold|led|won|begun|written|known|seen|given|taken)$", re.I
-)
+PARTICIPLE_END = re.compile(rf"\s+(?:[a-z]+ed|run|{'|'.join(IRREGULAR)})$", re.I)
 # "When did …", "By how much did …", "What heat source does …": a question whose subject follows its
 # auxiliary.
 DO_LEAD = re.compile(
