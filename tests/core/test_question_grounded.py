@@ -13,6 +13,7 @@ from deepresearch_dagster.core.heuristics.answer_types import answers, specific
 from deepresearch_dagster.core.heuristics.compression import compress_extractively
 from deepresearch_dagster.core.heuristics.critique import bridges, critique_heuristically
 from deepresearch_dagster.core.heuristics.planning import plan_heuristically
+from deepresearch_dagster.core.heuristics.sentences import looks_english
 from deepresearch_dagster.core.heuristics.terms import names
 from deepresearch_dagster.core.roles.retrieval import RankedSource, close_ranked
 from deepresearch_dagster.core.text import content_terms
@@ -250,3 +251,14 @@ def test_a_name_the_question_gives_that_no_step_searched_is_a_gap():
     verdict = critique_heuristically({"question": question, "plan": plan, "memory": []})
     assert verdict["gaps"][0]["suggested_query"].endswith("Chiang Kai-shek")
     assert verdict["sufficiency"] < 7
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Vic Darchinyan (Armenian: Վախթանգ Դարչինյան ; born 7 January 1976) is an Armenian professional boxer.",
+        "Rich Man, Poor Man is a 1969 novel by Irwin Shaw about two brothers and their family.",
+    ],
+)
+def test_a_gloss_in_another_script_or_a_foreign_title_is_english_prose(sentence):
+    assert looks_english(sentence)

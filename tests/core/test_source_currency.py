@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from datetime import date
 
+import pytest
+
+from deepresearch_dagster.core.documents.currency import currency
 from deepresearch_dagster.core.roles.source_quality import corpus_status, quality_warnings, score_sources
 
 
@@ -46,3 +49,17 @@ def test_superseded_and_archived_documents_score_lower_and_are_flagged():
     assert scores["pricing_2026.md"].published == "2026-01-01"  # corpus dates feed recency
     warnings = quality_warnings(list(scores.values()), entries)
     assert any("Superseded source: `old/pricing_2025.md` (current version: `pricing_2026.md`)" in w for w in warnings)
+
+
+@pytest.mark.parametrize(
+    ("line", "superseded"),
+    [
+        ("- **No liquid filling.** The porous separator and liquid are replaced by a thin solid film.", False),
+        ("Status: closed. Both customers have confirmed that no listings were withdrawn.", False),
+        ("> **SUPERSEDED.** This update has been replaced by the FY2025 Annual Report.", True),
+        ("Effective 1 February 2025. Superseded by the 2026 price list from 1 February 2026.", True),
+        ("Date: 2025-12-10. Status: superseded by the final KPIs of January 2026.", True),
+    ],
+)
+def test_a_notice_speaks_of_the_document_not_of_something_it_describes(line, superseded):
+    assert currency(f"# A document\n\n{line}\n\nMore text.", "notes/a.md")["superseded"] is superseded

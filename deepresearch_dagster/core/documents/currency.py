@@ -136,12 +136,23 @@ def is_draft(text: str, rel_path: str) -> str | None:
     return None
 
 
+# Where a notice about the document itself stands: opening a sentence or a label ("Status:
+# superseded", "SUPERSEDED — …"), or after "this <document> has been / was". Mid-sentence, "replaced
+# by" or "withdrawn" speaks of something else ("the liquid filling is replaced by a solid film").
+_NOTICE_LEAD = re.compile(r"(?:^|[.:;!?—–-]|\bthis\s+(?:\w+\s+){1,2}(?:has\s+been|had\s+been|was|is))\s*$", re.I)
+
+
+def _notice(line: str) -> bool:
+    plain = re.sub(r"[*_>#`]", "", line).strip()
+    return any(_NOTICE_LEAD.search(plain[: m.start()]) for m in SUPERSEDED.finditer(plain))
+
+
 def currency(text: str, rel_path: str) -> dict[str, Any]:
     """``{"date", "superseded", "superseded_reason", "superseded_by"}`` for a document."""
     head = text[:2500]
     says = None
     for line in head.splitlines():
-        if SUPERSEDED.search(line) and not NOT_SUPERSEDED.search(line):
+        if _notice(line) and not NOT_SUPERSEDED.search(line):
             says = line.strip()
             break
     by = SUPERSEDED_BY.search(says) if says else None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from ..text import MONTH, YEAR, content_terms
+from ..text import MONTH, STOPWORDS, YEAR, content_terms
 from .aspects import aspect_terms
 from .terms import ASPECT_WORDS, INSTRUCTION_WORDS, names
 
@@ -40,17 +40,8 @@ _WORDED_UNIT = (
     r"(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|decades?|kilomet(?:re|er)s?|met(?:re|er)s?|miles?|"
     r"feet|tonnes?|per\s?cent|percent)"
 )
-_ORGANISATION = (
-    r"(?:company|companies|firm|contractor|supplier|organi[sz]ation|agency|bank|business|operator|developer|"
-    r"consultant|consultancy|manufacturer|builder|insurer|lender|partner|provider|vendor)"
-)
 _AUX_WORD = r"(?:did|does|do|is|was|were|are|will|would|has|have|had|can|could|should)"
 _NOT_QUANTITY = rf"(?:{_AUX_WORD}|money|cash|funding|funds)"
-# Words before a number that labels rather than counts ("Phase 1", "Route 41", "No. 3").
-_LABELS = frozenset(
-    "phase stage step route pier line no number section platform gate unit level version chapter page "
-    "figure table item room block tier zone ward lot round part article clause schedule appendix".split()
-)
 _NUMBER = re.compile(r"\b\d[\d,.]*\b")
 _YEAR_ONLY = re.compile(rf"{YEAR}s?")
 
@@ -63,7 +54,9 @@ def _counts(sentence: str) -> bool:
             continue
         before = sentence[: m.start()].split()
         prev = before[-1].strip("(.,:;\"'") if before else ""
-        if prev.lower() in _LABELS or (prev[:1].isupper() and len(before) > 1):
+        # A capitalized word before a number labels it ("Phase 1", "Route 41"), unless it opens the
+        # sentence as a function word ("About 40 people").
+        if prev[:1].isupper() and (len(before) > 1 or prev.lower() not in STOPWORDS):
             continue
         return True
     return False
@@ -91,9 +84,10 @@ _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str] | Callable[[str], bool]
         re.compile(r"[£$€¥]\s?\d|\d[\d,.]*\s*(?:million|billion|bn|m)?\s*(?:pounds|dollars|euros|usd|gbp|eur)\b", re.I),
     ),
     "count": (re.compile(r"\bhow\s+many\b", re.I), _counts),
-    # "Who won the contract", "which company carried out the work": a person's or an organisation's name.
+    # "Who won the contract": a person's or an organisation's name ("which company …" asks a name too: see
+    # ``answers``).
     "person": (
-        re.compile(rf"^\s*(?:and\s+)?(?:who(?:m|se)?|(?:which|what)\s+{_ORGANISATION}s?)\b", re.I),
+        re.compile(r"^\s*(?:and\s+)?who(?:m|se)?\b", re.I),
         # … supplied by a name of two words or more: "Dr Helen Okafor", "Nordhaven Dredging BV".
         lambda sentence: any(" " in name for name in names(sentence)),
     ),

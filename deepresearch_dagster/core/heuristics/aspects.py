@@ -34,28 +34,6 @@ _LEXICONS = [
         "cause because reason due lead result factor contribute explain origin blame attribute prompt driven",
     ),
     (
-        # "When did dredging start and finish": sources say it began, commenced, was completed.
-        re.compile(r"\bstart|\bbegin|\bbegan|commenc", re.I),
-        "start begin began commence launch open",
-    ),
-    (
-        re.compile(r"\bfinish|\bcomplet|\bend\b|\bended\b", re.I),
-        "finish complete completion end conclude",
-    ),
-    (
-        re.compile(r"overrun|over\s+budget|overspen|exceed|went\s+over", re.I),
-        "overrun overspend exceed increase rise higher additional extra original approved budget forecast outturn",
-    ),
-    (
-        re.compile(r"delay|\blate\b|behind\s+schedule|postpon|slipp", re.I),
-        "delay late later wait waiting behind schedule postpone slip month week expected granted",
-    ),
-    (
-        re.compile(r"\bfund|financ|\bpaid\b|\bpay\b|\bpays\b|\bpaying\b", re.I),
-        "fund funding grant loan borrow borrowing equity contribution contribute bond levy subsidy finance "
-        "invest investment paid pay",
-    ),
-    (
         re.compile(r"effect|impact|consequence|outcome|affect", re.I),
         "effect impact consequence increase decrease rise fall raise lower death mortality health cost",
     ),

@@ -96,6 +96,7 @@ _MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _TABLE_SEP = re.compile(r"^:?-{2,}:?$")
 _STALE_HEADING = re.compile(r"^#+\s*SUPERSEDED\b|·\s*status:\s*superseded\b", re.IGNORECASE)
 _BANNER = re.compile(r"^#+\s*Source:\s*\S+\s*·", re.IGNORECASE)
+_EXCERPT = re.compile(r"\[passage \d+/(?:[2-9]|\d\d+)\]")
 _HEADING_NOISE = re.compile(r"\[passage \d+/\d+\]|\(page \d+\)|›")
 _METADATA = re.compile(r"^(?:last updated|updated|date|dated|version|owner|prepared by|page)\b[^.;]{0,40}$", re.I)
 _TOTAL_ROW = re.compile(r"^(?:[^:;]{1,40}:\s*)?(?:grand\s+)?(?:total|overall|all\s+\w+)\b", re.IGNORECASE)
@@ -508,14 +509,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     best = max(top, key=lambda i: (len((step_topic | entity) & set(units[i].terms)), scores[i]))
     best_matches = {t for t in step_topic | entity if t in units[best].terms}
     coverage = len(step_topic & all_terms) / max(1, len(step_topic))
-    # A document about the question's entity is useful even when written as tables and lists.
     source_terms = set(content_terms(payload.get("source_title") or (header.group(1) if header else "")))
-    # The question's entity as this step sees it: the plan-title words the step repeats.
-    core = (entity & step_topic) or entity
-    entity_units = sum(1 for u in units if core and len(core & set(u.terms)) >= max(1, (len(core) + 1) // 2))
-    about_entity = bool(core) and (
-        core <= source_terms or (entity_units >= 2 and len(core & all_terms) >= 0.6 * len(core))
-    )
     # Two words of the step in one unit, a fifth of the step's words in the output, and (when the
     # question names an entity) half of the entity's words or three step words in that unit: a
     # page sharing only "manufacturers" and "addresses" with the step is not about it.
@@ -542,11 +536,12 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
         scores = [s if s > 0 else (0.01 if _fact_unit(u) else 0.0) for s, u in zip(scores, units, strict=True)]
     # A unit that names what the step or the question names is never "not useful".
     named = any(k <= set(u.terms) for k in _key_names(payload) for u in units)
-    if not (on_topic or about_entity or titled or named) or scores[best] <= 0:
+    if not (on_topic or titled or named) or scores[best] <= 0:
         return _not_useful("The output does not address the step's topic.", step_title)
 
     raw_tokens = estimate_tokens(raw)
-    short = raw_tokens <= FACT_SHEET_TOKENS
+    # A window of a longer document ("[passage 10/11]") is no short document: a fact sheet is a whole one.
+    short = raw_tokens <= FACT_SHEET_TOKENS and not _EXCERPT.search(raw)
     budget = message_budget(raw_tokens)
     ranked = [i for i in sorted(range(len(units)), key=lambda i: (-scores[i], i)) if scores[i] > 0]
     top = scores[ranked[0]]

@@ -21,7 +21,6 @@ from typing import Any
 from ..text import content_terms
 from .answer_types import HOW_MEASURE, MEASURES, specific
 from .terms import (
-    CLAUSE_SPLIT,
     COPULA_LEAD,
     DO_LEAD,
     PARTICIPLE_END,
@@ -29,6 +28,7 @@ from .terms import (
     SUBJECT_LEAD,
     antecedent,
     cap_words,
+    clause_breaks,
     names,
     question_parts,
     sentence_case,
@@ -400,7 +400,7 @@ def _imperative_plan(question: str, max_steps: int) -> dict[str, Any] | None:
             }
         if len(parts) == 1:
             return _entity_steps(entity, max_steps, _title(deliverable, entity, rest), focus=parts[0])
-    if QUESTION_LEAD.match(rest) or CLAUSE_SPLIT.search(rest):
+    if QUESTION_LEAD.match(rest) or clause_breaks(rest):
         return _question_plan(rest, max_steps, title=_title(deliverable, entity_of(rest), rest))
     entity = entity_of(rest)
     found = names(rest, fragment=True)
@@ -506,11 +506,11 @@ def _question_title(question: str) -> str:
     text = question.rstrip("?. ").strip()
     stripped = QUESTION_LEAD.sub("", text).strip()
     fragment = SUBJECT_LEAD.match(text) or (COPULA_LEAD.match(text) and PARTICIPLE_END.search(text))
-    if len(CLAUSE_SPLIT.split(text)) == 1 and stripped and not fragment:
+    if not clause_breaks(text) and stripped and not fragment:
         return cap_words(sentence_case(stripped), 16)
     if len(text.split()) <= 16:
         return sentence_case(text)
-    cuts = [m.start() for m in CLAUSE_SPLIT.finditer(text) if len(text[: m.start()].split()) <= 16]
+    cuts = [m.start() for m in clause_breaks(text) if len(text[: m.start()].split()) <= 16]
     return sentence_case(text[: cuts[-1]]) if cuts else cap_words(sentence_case(text), 16)
 
 

@@ -73,8 +73,6 @@ def topic_words(text: str) -> set[str]:
 
 # The words that say a sentence gives a cause ("due", "because"), not what it is the cause of.
 CAUSE_WORDS = aspect_terms("cause")
-# The words sources state who pays in ("Funding comes from three sources: £8.0 million …").
-FUNDING_WORDS = aspect_terms("funding") | set(content_terms("cost budget capital reserve charge"))
 
 
 def extractive_section(heading: str, payload: dict[str, Any]) -> str:
@@ -156,8 +154,9 @@ def without_references(sentence: str) -> str:
 
 def _title_like(text: str) -> bool:
     """A document's title or heading line ("How Brennock Was Paid For: A Short Financial History"):
-    nearly every longer word capitalized."""
-    longer = [w for w in words(text) if len(w) >= 4 and w.isalpha()]
+    nearly every word capitalized, its small words too ("West Chicago is a city in DuPage County,
+    Illinois" is a sentence of names)."""
+    longer = [w for w in words(text) if len(w) >= 2 and w.isalpha()]
     return len(longer) >= 4 and sum(w[0].isupper() for w in longer) >= 0.8 * len(longer)
 
 
@@ -200,13 +199,18 @@ def usable(sentence: str) -> bool:
     # "To seek approval of X, to approve Y, and to authorise Z.": a report's purpose, no clause.
     if _PURPOSE.match(s) and not _MAIN_CLAUSE.search(s):
         return False
-    if not s or len(words(s)) > MAX_FINDING_WORDS or s.endswith(":") or not (s[:1].isupper() or s[:1].isdigit()):
+    if (
+        not s
+        # each sentence: a passage quoted with the sentence it continues is longer than either
+        or max(len(words(x)) for x in split_sentences(s) or [s]) > MAX_FINDING_WORDS
+        or s.endswith(":")
+        or not (s.lstrip("¡¿\"'“‘(")[:1].isupper() or s[:1].isdigit())
+    ):
         return _is_data_row(s)
     if _is_data_row(s) or _priced_item(s):
         return True
-    # A figure stated about "the company" or "the project" is quoted (the citation names the source);
-    # a pronoun or "these two worlds" still needs the sentence before it.
-    return not context_dependent(s, definite=not has_fact(s)) and not is_fragment(s) and not is_instruction(s)
+    # A pronoun or "these two worlds" needs the sentence before it.
+    return not context_dependent(s) and not is_fragment(s) and not is_instruction(s)
 
 
 # "Off-Peak membership £46 per month (weekdays before 4pm)": a list item (no full stop) that
@@ -433,9 +437,8 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
         kinds = frozenset(asked[k])
         # The kinds of answer only other parts ask for ("41 million pounds" is for "what did it cost").
         theirs = set().union(*(a for i, a in enumerate(asked) if i != k)) - kinds
-        # … or a word of the part (or "funding" for "who is paying") and the kind of answer it asks
-        # for ("112 metres" for "How large is X").
-        answer_terms = (part_terms - CAUSE_WORDS) | (FUNDING_WORDS if "money" in kinds else set())
+        # … or a word of the part and the kind of answer it asks for ("112 metres" for "How large is X").
+        answer_terms = part_terms - CAUSE_WORDS
         pool = [
             f
             for f in found

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from bm25s.stopwords import STOPWORDS_FRENCH, STOPWORDS_GERMAN, STOPWORDS_ITALIAN, STOPWORDS_SPANISH
+
 from ..text import STOPWORDS, stem, words
 
 # A sentence that opens by pointing back at something said before it.
@@ -38,14 +40,6 @@ DANGLING = re.compile(
 )
 # "Lithium is also extremely light": "also" right after the subject's verb continues a paragraph.
 ALSO_EARLY = re.compile(r"^(?:\S+\s+){1,6}?(?:also|too|as well)\b", re.I)
-# "the company said", "the researchers found": a definite description whose name was given earlier.
-DEFINITE_REFERENT = re.compile(
-    r"^(?:\S+\s+){0,5}?the (?:company|firm|group|team|researchers|scientists|authors|study|device|project|"
-    r"plant|programme|program|agency|carmaker|automaker|manufacturer|startup|start-up|report|paper|memo|"
-    r"machine|engine|idea|proposal|effort|system|approach|method|technique|process|two|three|both)\b"
-    r"(?!\s+(?:of|that|which|in|who)\b|\s*[,(])",
-    re.I,
-)
 _OPENERS = frozenset("after before during since later then when while in at on by for from with".split())
 _PRONOUNS = frozenset("he she they it his her their its him them".split())
 
@@ -90,18 +84,15 @@ _IRREGULAR = frozenset(
 _FACT = re.compile(r"\d|%|\$|€|£")
 
 
-def context_dependent(sentence: str, definite: bool = True) -> bool:
-    """Whether the sentence leans on text before it (anaphora, dangling reference, "is also").
-
-    ``definite=False`` lets a definite description pass ("the company operated 5,842 sailings"):
-    its source, cited beside it, names the company.
-    """
+def context_dependent(sentence: str) -> bool:
+    """Whether the sentence leans on text before it (anaphora, dangling reference, "is also"). A
+    definite description passes ("the company operated 5,842 sailings"): its source, cited beside
+    it, names the company."""
     s = sentence.strip()
     return bool(
         LEADING_ANAPHORA.match(s)
         or any(not _this_verb(m.group(0), m.start()) for m in DANGLING.finditer(s))
         or ALSO_EARLY.match(s)
-        or (definite and DEFINITE_REFERENT.match(s))
         or _early_pronoun(s)
     )
 
@@ -172,13 +163,9 @@ def is_fragment(sentence: str) -> bool:
     return len(words(sentence)) < 4 or not has_verb(sentence)
 
 
-# Function words of the languages most often met in English-language research material.
-_FOREIGN = frozenset(
-    """le la les des du une est et dans pour que qui sur avec pas ce cette sont aux ou mais nous vous
-    il elle ils leur cela être été der die das und ist nicht mit ein eine zu den von dem im auf für
-    sich auch es wird werden el los las y en por para con una es del al lo se su como más pero
-    il della che di per non sono gli nel""".split()
-)
+# Function words of the languages most often met in English-language research material (bm25s's
+# stopword lists, which the corpus index already ships).
+_FOREIGN = frozenset().union(STOPWORDS_FRENCH, STOPWORDS_GERMAN, STOPWORDS_SPANISH, STOPWORDS_ITALIAN)
 
 
 _NON_ASCII_LETTER = re.compile(r"[^\W\d_A-Za-z]")
@@ -191,15 +178,18 @@ _CODE_CHAR = re.compile(r"[{}\[\]();=<>\\|$#*`~^]")
 
 
 def looks_english(text: str) -> bool:
-    """English prose uses English function words; a French or German comment block does not."""
+    """English prose uses English function words; a French or German comment block does not. A gloss
+    in brackets ("(Russian: Серге́й Ивано́в)") and a name ("Peter schießt den Vogel ab", capitalized)
+    are part of English prose too."""
+    text = re.sub(r"\([^()]*\)", " ", text)
     other = len(_NON_ASCII_LETTER.findall(text))
     if other and other / (other + len(_ASCII_LETTER.findall(text))) > 0.15:
         return False
-    ws = [w.lower() for w in words(text)]
+    ws = words(text)
     if len(ws) < 6:
         return True
     foreign = sum(1 for w in ws if w in _FOREIGN and w not in STOPWORDS)
-    english = sum(1 for w in ws if w in STOPWORDS)
+    english = sum(1 for w in ws if w.lower() in STOPWORDS)
     return not (foreign >= 2 and foreign > english)
 
 

@@ -24,24 +24,27 @@ QUESTION_LEAD = re.compile(
 LIST_MARKER = re.compile(r"^\s*(?:[-*+>]|\d+[.)])\s+")
 EMPHASIS = re.compile(r"\*\*|__|`")
 # A question's parts: after "?" or ";", before ", and how …", and before ", who …" in "What caused
-# X, who designed Y, and what did it cost?" ("which" and "where" after a comma are usually relative
-# clauses: "Paris, where …").
-# "…, which company carried out the dredging" asks (a noun after "which"); "Lyon, which had no
-# river port" is a relative clause (a verb after it).
-_NOT_A_NOUN = "|".join(
-    sorted(
-        VERB_STEMS
-        | set(
-            "is are was were has have had can could will would may might must should did does do also then now still "
-            "in on at by for of to".split()
-        )
-    )
-)
+# X, who designed Y, and what did it cost?" ("where" after a comma is usually a relative clause:
+# "Paris, where …"; "which" is one when a verb follows it, see ``clause_breaks``).
 CLAUSE_SPLIT = re.compile(
     r"\s*(?:[;?]\s*|,?\s+and\s+(?=(?:how|what|why|which|who|when|where|whether|does|do|is|are|can)\b)"
-    rf"|,\s+(?=(?:how|what|why|who|when|whether)\s|which\s+(?!(?:{_NOT_A_NOUN})s?\b)(?![a-z]+ed\b)[a-z]+\s))",
+    r"|,\s+(?=(?:how|what|why|who|when|whether|which)\s+\w))",
     re.IGNORECASE,
 )
+
+
+def clause_breaks(text: str) -> list[re.Match[str]]:
+    """Where ``text`` breaks into parts: "…, which company carried it out" asks a new part (a noun
+    after "which"); "Lyon, which had no river port, …" is a relative clause (a verb or a function word)."""
+    out = []
+    for m in CLAUSE_SPLIT.finditer(text):
+        after = text[m.end() :].split()[:2]
+        relative = m.group(0).strip() == "," and after[0].lower() == "which" and len(after) == 2
+        if not (relative and (after[1].lower() in STOPWORDS or has_verb(f"Someone {after[1]}"))):
+            out.append(m)
+    return out
+
+
 _PRONOUN = re.compile(r"\b(?:it|they|them|(its|their))\b", re.IGNORECASE)
 COPULA_LEAD = re.compile(r"^(?:what|how|when|where|why|which|who)\s+(?:are|is|was|were)\s+", re.IGNORECASE)
 SUBJECT_LEAD = re.compile(
@@ -110,7 +113,10 @@ def question_parts(question: str, resolve: bool = True) -> list[str]:
     """The question's parts in its order, each readable alone: "When was the Tunnel built, how large is
     it, and how is it funded?" → "When was the Tunnel built", "how large is the Tunnel", "how is the
     Tunnel funded" (a part's "it"/"them" is the nearest earlier part's subject, unless not ``resolve``)."""
-    parts = [c.strip(" ,.?;:") for c in CLAUSE_SPLIT.split(" ".join(question.split())) if c and c.strip(" ,.?;:")]
+    text = " ".join(question.split())
+    bounds = [0, *(x for m in clause_breaks(text) for x in m.span()), len(text)]
+    pieces = [text[a:b].strip(" ,.?;:") for a, b in zip(bounds[::2], bounds[1::2], strict=True)]
+    parts = [c for c in pieces if c]
     out: list[str] = []
     subject: str | None = None
     for part in parts:

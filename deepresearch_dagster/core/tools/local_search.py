@@ -62,8 +62,9 @@ PER_DOCUMENT = 2  # passages per document in one result list
 # A document whose title the query names whole ("Kansas" in "Kansas population state") is that
 # thing's own page: its passages score this much more.
 TITLE_MATCH = 1.5
-# 2: drafts count as superseded; 3: "do not use this list for …" does not; 4: accents folded
-SNAPSHOT_VERSION = 4
+# 2: drafts count as superseded; 3: "do not use this list for …" does not; 4: accents folded; 5: a notice
+# of supersession speaks of the document ("X is replaced by Y" mid-sentence is not one)
+SNAPSHOT_VERSION = 5
 
 
 @dataclass
