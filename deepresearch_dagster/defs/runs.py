@@ -88,9 +88,6 @@ class RunOutcome:
         return not self.success and "storage" in failure_kinds(self.events)
 
 
-DEFINITIONS_MODULE = "deepresearch_dagster.definitions"
-
-
 def _execute_on_workers(
     job: Any,
     partition_key: str,
@@ -100,12 +97,13 @@ def _execute_on_workers(
     run_id: str | None,
 ) -> Any:
     """A run whose steps go to Celery workers (``celery_app.executor``): this process orchestrates,
-    the workers load the job from the definitions module by name (``execute_in_process`` would run
-    every step here, whatever the executor)."""
-    from dagster._core.definitions.reconstruct import ReconstructableRepository
+    and every process (this one and the workers) builds the job by name through
+    ``celery_app.job_definition``, from its own configuration read then (``execute_in_process``
+    would run every step here, whatever the executor)."""
+    from dagster import build_reconstructable_job
     from dagster._core.execution.api import execute_run
 
-    recon = ReconstructableRepository.for_module(DEFINITIONS_MODULE, "defs").get_reconstructable_job(job.name)
+    recon = build_reconstructable_job("deepresearch_dagster.celery_app", "job_definition", (job.name,))
     run = instance.create_run_for_job(
         job_def=job,
         run_id=run_id,

@@ -203,14 +203,18 @@ class ArtifactStore:
     def _relpath(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
 
-    def _fetch(self, path: Path) -> bool:
-        """Copy ``path`` from the shared root into the working copy when it is only there."""
-        if self.shared is None or path.exists():
+    def _fetch(self, path: Path, fresh: bool = False) -> bool:
+        """Copy ``path`` from the shared root into the working copy when it is only there or,
+        ``fresh``, whenever the shared copy differs: a stage file (plan, manifest, summaries,
+        report) is replaced whole by whichever host runs the stage again, while a raw output never
+        changes once written. Returns whether the file exists now."""
+        if self.shared is None or (path.exists() and not fresh):
             return path.exists()
         data = self.shared.get(self._relpath(path))
         if data is None:
-            return False
-        atomic_write_bytes(path, data)
+            return path.exists()
+        if not path.is_file() or path.read_bytes() != data:
+            atomic_write_bytes(path, data)
         return True
 
     def raw_reader(self, plan_title: str) -> ArtifactReader:
@@ -265,11 +269,11 @@ class ArtifactStore:
 
     def read_text(self, name: str) -> str:
         path = self._confined(self.partition_dir, name, allow_subdir=True)
-        self._fetch(path)
+        self._fetch(path, fresh=True)
         return path.read_text("utf-8")
 
     def exists(self, name: str) -> bool:
-        return self._fetch(self._confined(self.partition_dir, name, allow_subdir=True))
+        return self._fetch(self._confined(self.partition_dir, name, allow_subdir=True), fresh=True)
 
     def resolve_relpath(self, relpath: str) -> Path:
         path = (self.root / relpath).resolve()
