@@ -10,6 +10,7 @@ from dagster import AssetKey, DagsterInstance
 
 from deepresearch_dagster.core.checks import read_checks
 from deepresearch_dagster.core.config import ResearchSettings
+from deepresearch_dagster.core.naming import METADATA_FOLDERS
 from deepresearch_dagster.core.pipeline import register
 from deepresearch_dagster.core.store.artifacts import ArtifactStore, sha256_bytes
 from deepresearch_dagster.core.store.lineage import LineageStore
@@ -87,7 +88,9 @@ def test_offline_research_materializes_all_four_assets(isolated_env):
             "SELECT reduction_pct FROM context_reduction_by_research WHERE partition_key = ?", [key]
         ).fetchone()[0]
     raw_files = [
-        p for p in partition.rglob("*") if p.is_file() and p.parent.name != "conversations" and p.parent != partition
+        p
+        for p in partition.rglob("*")
+        if p.is_file() and p.parent.name not in METADATA_FOLDERS and p.parent != partition
     ]
     assert len(rows) == len(raw_files) > 0
     for path, digest in rows:

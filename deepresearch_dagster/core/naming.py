@@ -51,7 +51,20 @@ def partition_key_for(question: str) -> str:
 # must never be one of them, whatever the plan title: a title that slugs to a reserved name gets
 # a hash suffix. A new metadata folder must be listed here (a red-team test checks every run).
 METADATA_FOLDERS = frozenset(
-    {"conversations", "invalid_answers", "llm_cache", "llm_responses", "cache", "requests", "tmp", "logs"}
+    {
+        "conversations",
+        "invalid_answers",
+        "llm_cache",
+        "llm_responses",
+        "cache",
+        "requests",
+        "tmp",
+        "logs",
+        # The report's critiques, revisions and drafts (core/roles/revision.py, drafts.py).
+        "report_critique",
+        "report_revision",
+        "report_drafts",
+    }
 )
 
 

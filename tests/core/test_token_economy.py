@@ -114,7 +114,9 @@ def test_reporter_calls_share_a_stable_prefix_and_each_section_gets_its_share(fa
     fake_openai.script("reporter", {"content": "no lookups"}, json.dumps(outline))
     _, report = run_research("How do sodium-ion batteries work?", settings_, log=lambda m: None)
     requests = fake_openai.requests_for("reporter")
-    assert len(requests) == 6  # lookups, outline, four sections (the next steps are the critic's gaps)
+    # Lookups, outline, four sections (the next steps are the critic's gaps), and the revision of the
+    # section the report's critique names (the fake repeats its sentences): it shares the prefix too.
+    assert len(requests) == 7
     # The same leading messages (system prompt, then question and plan) in every reporter call:
     # a provider's prefix cache serves them; the variable part comes after.
     system = requests[0]["messages"][0]
