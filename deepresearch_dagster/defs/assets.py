@@ -94,8 +94,13 @@ class _ProgressLog:
     def __enter__(self) -> "_ProgressLog":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.flush()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        # GeneratorExit: the step's generator is being closed by the garbage collector, at any
+        # point of another run's code, possibly inside Dagster's own event write (a SQLite
+        # connection it holds): writing to that step's log then deadlocks. Its lines already
+        # went to the terminal logger.
+        if exc_type is not GeneratorExit:
+            self.flush()
 
 
 @contextmanager
