@@ -919,18 +919,20 @@ class OpenAIEngine:
         usage = response.usage
         finish = getattr(choice, "finish_reason", None)
         prompt_tokens = usage.prompt_tokens if usage else estimate_tokens(prompt_text)
+        completion_tokens = usage.completion_tokens if usage else estimate_tokens(text)
         return Completion(
             text=text,
             model=response.model or model,
             prompt_tokens=prompt_tokens,
-            completion_tokens=usage.completion_tokens if usage else estimate_tokens(text),
+            completion_tokens=completion_tokens,
             latency_ms=_ms(started),
             tool_calls=calls,
             attempts=attempts,
             truncated=finish == "length",
             finish_reason=finish,
             cached_tokens=min(cached_prompt_tokens(response), prompt_tokens or 0),
-            **speeds(response, started, prompt_tokens, usage.completion_tokens if usage else None),
+            # Counted by the server, or estimated when it does not say (llama-cpp-python's streams).
+            **speeds(response, started, prompt_tokens, completion_tokens),
         )
 
 

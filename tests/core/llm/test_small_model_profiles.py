@@ -211,3 +211,13 @@ def test_a_server_slower_than_assumed_gets_longer_windows_and_deadlines_never_sh
     fake_openai.stream_interval_s = 0.0
     engine.complete("compressor", [SYSTEM, {"role": "user", "content": "Roofs."}], {}, json_schema=SCHEMA)
     assert (engine.idle_window(long_prompt, caps), engine.timeout_for(100, caps)) == after
+
+
+def test_a_stream_without_a_usage_count_still_gets_its_speeds(fake_openai):
+    # llama-cpp-python ignores stream_options.include_usage: the tokens are estimated from the text.
+    engine = _engine(fake_openai)
+    engine.caps(DEFAULT_MODELS["compressor"]).stream_usage = False
+    fake_openai.stream_interval_s = 0.02
+    completion = engine.complete("compressor", [SYSTEM, {"role": "user", "content": "Parks."}], {}, json_schema=SCHEMA)
+    assert completion.completion_tokens > 7  # estimated, not the fake's usage figure
+    assert completion.prompt_tps and completion.gen_tps
