@@ -33,15 +33,6 @@ def executor() -> Any:
     return celery_executor.configured({"broker": url, "backend": url}, name="celery")
 
 
-def job_definition(name: str) -> Any:
-    """Job ``name`` of definitions built now, from this process's configuration: what a worker
-    (and the process orchestrating the run) executes. Not ``definitions.defs``, which was built
-    when that module was first imported, perhaps before the broker was configured."""
-    from .defs.build import build_definitions
-
-    return build_definitions(schedules=False).resolve_job_def(name)
-
-
 def _app() -> Any:
     from dagster_celery.make_app import make_app
     from dagster_celery.tasks import create_task

@@ -55,6 +55,14 @@ def isolated_env(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: py
         "DEEPRESEARCH_ENGINE",
         "DEEPRESEARCH_DUCKDB",
         "DEEPRESEARCH_CORPUS",
+        # A developer's team deployment (docs/deployment.md) must not receive the tests' runs.
+        "DEEPRESEARCH_POSTGRES_URL",
+        "DEEPRESEARCH_ARTIFACTS_URL",
+        "DEEPRESEARCH_CELERY_BROKER_URL",
+        "AWS_ENDPOINT_URL",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_REGION",
     ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("DEEPRESEARCH_ARTIFACTS_DIR", str(tmp_path / "artifacts"))

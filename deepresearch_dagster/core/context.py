@@ -118,7 +118,9 @@ class ResearchContext:
 
     @cached_property
     def store(self) -> ArtifactStore:
-        return ArtifactStore.for_settings(self.settings, self.partition_key)
+        from .store.object_store import artifact_store
+
+        return artifact_store(self.settings, self.partition_key)
 
     @cached_property
     def responses(self) -> ResponseCache:

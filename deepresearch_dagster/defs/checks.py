@@ -8,7 +8,7 @@ from dagster_duckdb import DuckDBResource
 from ..core.checks import record_check
 from ..core.models import SummaryBundle
 from ..core.pipeline import bundle_version_file
-from ..core.store.artifacts import ArtifactStore
+from ..core.store.object_store import artifact_store
 from .assets import compressed_summaries
 from .partitions import research_partitions
 from .resources import ResearchConfig, lineage_store
@@ -23,7 +23,7 @@ def _summaries_match_lineage(
     in_bundle = [s.call_id for s in bundle.summaries]
     recorded = lineage.summary_versions(bundle.partition_key)
     expected = {(s.call_id, s.compressor_model, s.prompt_version) for s in bundle.summaries}
-    store = ArtifactStore.for_settings(research.settings(duckdb.database), bundle.partition_key)
+    store = artifact_store(research.settings(duckdb.database), bundle.partition_key)
     versioned = bundle_version_file(bundle.compressor_model, bundle.prompt_version)
     copy_ok = store.exists(versioned) and store.read_text(versioned) == store.read_text("compressed_summaries.json")
     # In raw-context mode (benchmarks only) summaries carry no compressor version by design.

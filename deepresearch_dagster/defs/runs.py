@@ -98,12 +98,12 @@ def _execute_on_workers(
 ) -> Any:
     """A run whose steps go to Celery workers (``celery_app.executor``): this process orchestrates,
     and every process (this one and the workers) builds the job by name through
-    ``celery_app.job_definition``, from its own configuration read then (``execute_in_process``
+    ``definitions.job_definition``, from its own configuration read then (``execute_in_process``
     would run every step here, whatever the executor)."""
     from dagster import build_reconstructable_job
     from dagster._core.execution.api import execute_run
 
-    recon = build_reconstructable_job("deepresearch_dagster.celery_app", "job_definition", (job.name,))
+    recon = build_reconstructable_job("deepresearch_dagster.definitions", "job_definition", (job.name,))
     run = instance.create_run_for_job(
         job_def=job,
         run_id=run_id,

@@ -18,14 +18,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import ArtifactAccessError, ArtifactIntegrityError
 from ..naming import plan_folder, short_hash, slugify
-
-if TYPE_CHECKING:
-    from ..config import ResearchSettings
-    from .object_store import ObjectRoot
 
 CORPUS_CACHE = "corpus_cache"  # under the artifact root, shared by researches: extracted texts, index snapshots
 _SAFE_PARTITION = re.compile(r"[a-z0-9][a-z0-9_-]{0,120}")
@@ -181,24 +177,27 @@ class StoredRaw:
     text: str
 
 
+class SharedRoot(Protocol):
+    """Where every host's artifacts meet (``object_store.ObjectRoot``: an S3-API store); keys are
+    artifact-root-relative POSIX paths."""
+
+    def put_new(self, key: str, data: bytes) -> None: ...  # create-only: other bytes are refused
+    def put(self, key: str, data: bytes) -> None: ...
+    def get(self, key: str) -> bytes | None: ...
+    def keys(self, prefix: str) -> list[str]: ...
+
+
 class ArtifactStore:
     """One research's artifacts. With a ``shared`` root (a team deployment's object store,
     ``core/store/object_store.py``) the local folder is this host's working copy: every write goes
     to both (raw outputs create-only there), and a file another host wrote is fetched on first
     read, under the same relative name, and verified like a local one."""
 
-    def __init__(self, root: str | Path, partition_key: str, shared: ObjectRoot | None = None) -> None:
+    def __init__(self, root: str | Path, partition_key: str, shared: SharedRoot | None = None) -> None:
         self.root = Path(root).resolve()
         self.partition_key = partition_key
         self.partition_dir = self.root / partition_folder(partition_key)
         self.shared = shared
-
-    @classmethod
-    def for_settings(cls, settings: ResearchSettings, partition_key: str) -> ArtifactStore:
-        """The store of ``settings``: the working copy, and the shared object store when configured."""
-        from .object_store import object_root
-
-        return cls(settings.artifacts_path, partition_key, object_root(settings))
 
     def _relpath(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ArtifactIntegrityError, ConfigError, redact
-from .artifacts import CORPUS_CACHE
+from .artifacts import CORPUS_CACHE, ArtifactStore
 
 if TYPE_CHECKING:
     from ..config import ResearchSettings
@@ -135,6 +135,11 @@ def object_root(settings: ResearchSettings) -> ObjectRoot | None:
         plain(settings.s3_access_key_id),
         plain(settings.s3_secret_access_key),
     )
+
+
+def artifact_store(settings: ResearchSettings, partition_key: str) -> ArtifactStore:
+    """The store of ``settings``: the working copy, and the shared object store when configured."""
+    return ArtifactStore(settings.artifacts_path, partition_key, object_root(settings))
 
 
 # Not research files: the lineage database (its own store) and the corpus cache (each host's).
