@@ -21,6 +21,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -69,6 +70,13 @@ def visible_schema(schema: dict[str, Any], fixed: dict[str, Any]) -> dict[str, A
     out.setdefault("type", "object")
     out.setdefault("properties", {})
     return out
+
+
+def server_roots(settings: MCPServerSettings) -> tuple[str, ...]:
+    """The directories a server was configured to work in: its cwd and every existing directory
+    among its args and fixed arguments (a filesystem server's allowed folders, a repository)."""
+    named = [settings.cwd, *settings.args, *(v for v in settings.arguments.values() if isinstance(v, str))]
+    return tuple(sorted({str(Path(p).resolve()) for p in named if p and Path(p).is_absolute() and Path(p).is_dir()}))
 
 
 def one_line(text: str, limit: int = 240) -> str:
@@ -247,6 +255,8 @@ class MCPHub:
             cacheable=True,  # a server call may be slow or paid: a resumed research re-uses it
             origin=f"mcp:{server.name}",
             schema=schema,
+            roots=server_roots(server.settings),
+            fixed=tuple(fixed),
         )
 
     def _call(self, server: _Server, tool: str, arguments: dict[str, Any], timeout: float) -> Any:
