@@ -20,12 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deepresearch_dagster.core import untrusted
-from deepresearch_dagster.core.config import ResearchSettings
+from deepresearch_dagster.core.config import MCPServerSettings, ResearchSettings
 from deepresearch_dagster.core.pipeline import run_research
 from deepresearch_dagster.core.roles.provenance import Provenance
 from deepresearch_dagster.core.store.lineage import LineageStore
 from deepresearch_dagster.core.tools.base import Tool
-from deepresearch_dagster.core.tools.mcp_client import OpenArguments
+from deepresearch_dagster.core.tools.mcp_client import OpenArguments, server_roots
 from tests.fakes.openai_server import FakeOpenAIServer
 
 SERVER = str(Path(__file__).parents[1] / "fixtures" / "mcp" / "files_server.py")
@@ -173,3 +173,15 @@ def test_a_tool_without_roots_takes_no_absolute_path(roots: tuple[str, ...]) -> 
     refused = Provenance().refusal(tool.name, {"path": "/srv/shared/a.md"}, tool)
     assert (refused is None) == bool(roots)
     assert refused is None or "none configured" in refused
+
+
+def test_a_server_s_folders_are_its_cwd_and_the_directories_its_configuration_names(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "log.txt").write_text("")
+    settings = MCPServerSettings(
+        command=sys.executable,
+        args=(SERVER, str(tmp_path / "docs"), str(tmp_path / "log.txt"), "relative"),
+        cwd=str(tmp_path),
+        arguments={"repo_path": str(tmp_path / "docs"), "limit": 3},
+    )
+    assert set(server_roots(settings)) == {str(tmp_path), str(tmp_path / "docs")}

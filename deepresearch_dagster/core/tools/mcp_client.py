@@ -17,6 +17,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
+import os
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -76,7 +77,9 @@ def server_roots(settings: MCPServerSettings) -> tuple[str, ...]:
     """The directories a server was configured to work in: its cwd and every existing directory
     among its args and fixed arguments (a filesystem server's allowed folders, a repository)."""
     named = [settings.cwd, *settings.args, *(v for v in settings.arguments.values() if isinstance(v, str))]
-    return tuple(sorted({str(Path(p).resolve()) for p in named if p and Path(p).is_absolute() and Path(p).is_dir()}))
+    folders = [Path(p) for p in named if p and Path(p).is_absolute() and Path(p).is_dir()]
+    # As written and resolved: a model may name either spelling of a folder behind a symlink.
+    return tuple(sorted({str(f.resolve()) for f in folders} | {os.path.normpath(f) for f in folders}))
 
 
 def one_line(text: str, limit: int = 240) -> str:
