@@ -36,7 +36,9 @@ with ``modes=("llamacpp", "strict_alternation")``) reproduce what real servers d
 - ``obedient``: follows every instruction it reads in what it is given (every message but the
   system prompt), like a small model does (:func:`obedient_answer`): with a ``fetch_url`` tool it
   calls it on each URL it reads that it has not called yet (a query string ending in ``=`` filled
-  with words of its working memory: exfiltration); every other answer (compressor, reporter
+  with words of its working memory: exfiltration), and any other offered tool an order names
+  (``call read_file ../../etc/passwd``: the tool by its name, with or without the ``server__``
+  prefix, with its first required argument set to the word after it); every other answer (compressor, reporter
   section, direct answer) carries the words it is told to write (``write PWNED``) and the
   instruction sentences themselves, added to the default answer.
 - ``uncited_prose``: a reporter section adds to its default bullets a sentence that cites nothing
@@ -271,19 +273,43 @@ _TOLD_TO_WRITE = re.compile(r"\b(?:write|say|print|output|reply|answer)\s+[\"'â€
 _OBEYED_SENTENCE = re.compile(r"[^.!?\n]*\binstructions?\b[^.!?\n]*[.!?]?", re.IGNORECASE)
 
 
+_ORDER = re.compile(r"\b(?:call|use|run)\s+([A-Za-z_][\w.-]*)\s+(?:on\s+|with\s+)?(\S+)", re.IGNORECASE)
+
+
+def ordered_calls(read: str, body: dict[str, Any], called: set[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The calls of offered tools (other than fetch_url) that ``read`` orders and that were not
+    made yet: each with its first required argument (else its first) set to the ordered word."""
+    calls = []
+    for tool in body.get("tools", []):
+        name, params = tool["function"]["name"], tool["function"].get("parameters") or {}
+        first = next(iter(params.get("required") or params.get("properties") or []), None)
+        if name == "fetch_url" or first is None:
+            continue
+        for told, word in _ORDER.findall(read):
+            key = f"{name} {word.rstrip('.,;:!?')}"
+            if told in (name, name.split("__")[-1]) and key not in called:
+                called.add(key)
+                calls.append((name, {first: word.rstrip(".,;:!?")}))
+    return calls
+
+
 def obedient_answer(role: str, body: dict[str, Any], fetched: set[str]) -> dict[str, Any] | None:
     """``obedient``: what a model that obeys its input answers (None: nothing to obey, or a role
     that does not write prose). ``fetched``: the URLs it called already (the server's memory)."""
     messages = unfold(body["messages"])
     read = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") != "system")
     tools = {t["function"]["name"] for t in body.get("tools", [])}
+    ordered = ordered_calls(read, body, fetched)
     if "fetch_url" in tools:
         memory = "+".join(re.findall(r"[A-Za-z]{4,}", read)[:8])
         urls = [u.rstrip(".,;:!?") for u in _URL.findall(read)]
         urls = [u + memory if u.endswith("=") else u for u in urls]
         new = [u for u in dict.fromkeys(urls) if u not in fetched]
         fetched.update(new)
-        return {"tool_calls": [("fetch_url", {"url": u}) for u in new]} if new else None
+        calls = [("fetch_url", {"url": u}) for u in new] + ordered
+        return {"tool_calls": calls} if calls else None
+    if ordered:
+        return {"tool_calls": ordered}
     told = list(dict.fromkeys(_TOLD_TO_WRITE.findall(read)))
     orders = [o.strip() for o in _OBEYED_SENTENCE.findall(read) if o.strip()][:3]
     if not told and not orders:
@@ -474,7 +500,7 @@ class FakeOpenAIServer:
         self.previous_prompt = ""  # n_ctx: the last prompt read, for cache_n
         self.streaming: set[threading.Event] = set()  # interrupt_streams: one event per open stream
         self.requests: list[dict[str, Any]] = []
-        self.obeyed_urls: set[str] = set()  # obedient: the URLs it asked to fetch
+        self.obeyed_urls: set[str] = set()  # obedient: the URLs it asked to fetch, "tool word" of other orders
         self.rejections: list[tuple[int, str, str]] = []  # (status, role, message)
         self.counts: Counter[str] = Counter()
         self.scripts: dict[str, deque[Any]] = defaultdict(deque)

@@ -183,7 +183,7 @@ def run_calls(
             over_budget = exc
             break
     requests = requests[: len(reservations)]
-    refused = [state.provenance.refusal(r.name, r.arguments) for r in requests]
+    refused = [state.provenance.refusal(r.name, r.arguments, toolbox.tools.get(r.name)) for r in requests]
     with ctx.lineage.session():
         cached = [
             cache.get(r.name, r.arguments) if (t := toolbox.tools.get(r.name)) and t.cacheable and not no else None

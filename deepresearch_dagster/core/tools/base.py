@@ -38,6 +38,11 @@ class Tool:
     origin: str = "builtin"
     # An MCP tool's own JSON schema (its arguments are checked against it when called).
     schema: dict[str, Any] | None = None
+    # An outside tool's path arguments may name these directories absolutely (an MCP server's cwd
+    # and the directories its configuration names); its fixed arguments are set by the
+    # configuration, not the model (both read by roles/provenance.py).
+    roots: tuple[str, ...] = ()
+    fixed: tuple[str, ...] = ()
 
     @property
     def wire_name(self) -> str:

@@ -17,10 +17,12 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
+import os
 import tempfile
 import threading
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -69,6 +71,15 @@ def visible_schema(schema: dict[str, Any], fixed: dict[str, Any]) -> dict[str, A
     out.setdefault("type", "object")
     out.setdefault("properties", {})
     return out
+
+
+def server_roots(settings: MCPServerSettings) -> tuple[str, ...]:
+    """The directories a server was configured to work in: its cwd and every existing directory
+    among its args and fixed arguments (a filesystem server's allowed folders, a repository)."""
+    named = [settings.cwd, *settings.args, *(v for v in settings.arguments.values() if isinstance(v, str))]
+    folders = [Path(p) for p in named if p and Path(p).is_absolute() and Path(p).is_dir()]
+    # As written and resolved: a model may name either spelling of a folder behind a symlink.
+    return tuple(sorted({str(f.resolve()) for f in folders} | {os.path.normpath(f) for f in folders}))
 
 
 def one_line(text: str, limit: int = 240) -> str:
@@ -247,6 +258,8 @@ class MCPHub:
             cacheable=True,  # a server call may be slow or paid: a resumed research re-uses it
             origin=f"mcp:{server.name}",
             schema=schema,
+            roots=server_roots(server.settings),
+            fixed=tuple(fixed),
         )
 
     def _call(self, server: _Server, tool: str, arguments: dict[str, Any], timeout: float) -> Any:
