@@ -12,8 +12,8 @@ from the deadline, which measures the extraction alone.
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
-import os
 import threading
 from collections.abc import Callable
 from multiprocessing.pool import Pool
@@ -35,17 +35,23 @@ _lock = threading.Lock()
 _pool: Pool | None = None
 
 
-def _started() -> Pool:
+def _load(module: str) -> None:
+    importlib.import_module(module)
+
+
+def _started(module: str) -> Pool:
+    """The worker, with ``module`` (the reader's, e.g. pypdf's user) imported: start-up and imports
+    are waited for here, outside any file's deadline."""
     global _pool
-    if _pool is None:
-        pool = multiprocessing.get_context("spawn").Pool(1)
-        try:  # the start-up is waited for here, outside any file's deadline
-            pool.apply_async(os.getpid).get(STARTUP_S)
-        except multiprocessing.TimeoutError:
-            pool.terminate()
-            raise ExtractionTimeout(f"the extraction process did not start in {STARTUP_S:g} s") from None
-        _pool = pool
-    return _pool
+    pool = _pool or multiprocessing.get_context("spawn").Pool(1)
+    try:
+        pool.apply_async(_load, (module,)).get(STARTUP_S)
+    except multiprocessing.TimeoutError:
+        pool.terminate()
+        _pool = None
+        raise ExtractionTimeout(f"the extraction process did not start in {STARTUP_S:g} s") from None
+    _pool = pool
+    return pool
 
 
 def stop() -> None:
@@ -65,7 +71,7 @@ def extract_with_deadline(
     ``extractor`` travels by reference (a module-level function), so the worker runs exactly the
     function the caller chose; its exceptions come back as raised."""
     with _lock:  # one file at a time: the worker is one process
-        pool = _started()
+        pool = _started(extractor.__module__)
         pending: Any = pool.apply_async(extractor, (data, name))
         try:
             return pending.get(deadline_s)
