@@ -26,7 +26,6 @@ SLOW_SUFFIXES = frozenset({".pdf", ".docx", ".pptx", ".xlsx", ".xlsm"})
 STARTUP_S = 120.0  # a worker that cannot even start (a broken install) is an error, not a slow file
 
 
-
 class ExtractionTimeout(SkipFile):
     """A file skipped for the time its reader took (tried again next time: the machine may be busy)."""
 
@@ -40,7 +39,7 @@ def _load(module: str) -> None:
 
 
 def _started(module: str) -> Pool:
-    """The worker, with ``module`` (the reader's, e.g. pypdf's user) imported: start-up and imports
+    """The worker, with the reader's ``module`` imported (pypdf, python-docx…): start-up and imports
     are waited for here, outside any file's deadline."""
     global _pool
     pool = _pool or multiprocessing.get_context("spawn").Pool(1)
@@ -69,7 +68,9 @@ def extract_with_deadline(
     """``extractor(data, name)`` in the worker process; :class:`SkipFile` past ``deadline_s``.
 
     ``extractor`` travels by reference (a module-level function), so the worker runs exactly the
-    function the caller chose; its exceptions come back as raised."""
+    function the caller chose; its exceptions come back as raised. A worker that dies mid-file (a
+    crash in a reader) is replaced by the pool, and the file is skipped at the deadline."""
+    global _pool
     with _lock:  # one file at a time: the worker is one process
         pool = _started(extractor.__module__)
         pending: Any = pool.apply_async(extractor, (data, name))
@@ -77,6 +78,5 @@ def extract_with_deadline(
             return pending.get(deadline_s)
         except multiprocessing.TimeoutError:
             pool.terminate()  # the stuck reader dies with its process
-            global _pool
             _pool = None
             raise ExtractionTimeout(f"extraction took longer than {deadline_s:g} s") from None
