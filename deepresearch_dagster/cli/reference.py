@@ -69,6 +69,7 @@ MEANINGS = {
     "plugins_deny": "`deepresearch.tools` plugins not to load",
     "tool_timeout_s": "wall deadline per MCP or plugin tool call",
     "tool_max_output_bytes": "largest raw output an MCP or plugin tool may return",
+    "extract_deadline_s": "seconds a corpus PDF/DOCX/PPTX/XLSX file may take to extract before it is skipped",
     "providers": "provider fallback order",
     "timeout_s": "seconds per search request",
     "tavily_api_key": "Tavily key (secret)",

@@ -267,6 +267,8 @@ class ResearchSettings(BaseModel):
     # recorded failure, not a truncated source).
     tool_timeout_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
     tool_max_output_bytes: int = Field(default=5_000_000, ge=1_000)
+    # A corpus PDF/Office file whose reader takes longer is skipped (core/documents/worker.py).
+    extract_deadline_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
 
     @field_validator("mcp_servers")
     @classmethod
@@ -394,6 +396,7 @@ ENV_VARS = {
     "min_context_reduction_pct": "DEEPRESEARCH_MIN_CONTEXT_REDUCTION",
     "tool_timeout_s": "DEEPRESEARCH_TOOL_TIMEOUT",
     "tool_max_output_bytes": "DEEPRESEARCH_TOOL_MAX_OUTPUT_BYTES",
+    "extract_deadline_s": "DEEPRESEARCH_EXTRACT_DEADLINE",
 }
 SEARCH_ENV_VARS = {
     "timeout_s": "DEEPRESEARCH_SEARCH_TIMEOUT",

@@ -32,6 +32,7 @@ from .office import extract_docx_document, extract_pptx_document
 from .pdf import extract_pdf_document
 from .spreadsheet import extract_csv_document, extract_xlsx_document
 from .stream import STREAMABLE, cache_key, sha256_file, stream_text_document, streamable
+from .worker import SLOW_SUFFIXES, ExtractionTimeout, extract_with_deadline
 
 EXTRACTOR_VERSION = 3  # 2: plain text and PDF bullets reflowed; 3: a sentence (or a lone line) is no title
 MAX_BYTES = 50 * 1024 * 1024
@@ -51,8 +52,11 @@ EXTRACTORS: dict[str, Callable[[bytes, str], ExtractedDocument]] = {
 SUPPORTED = tuple(EXTRACTORS)
 
 
-def extract_bytes(data: bytes, rel: str) -> ExtractedDocument:
-    """Extract one file's content; raises :class:`SkipFile` with the reason when it cannot."""
+def extract_bytes(data: bytes, rel: str, deadline_s: float | None = None) -> ExtractedDocument:
+    """Extract one file's content; raises :class:`SkipFile` with the reason when it cannot.
+
+    ``deadline_s``: the slow formats are read in a worker process that is killed past it
+    (``worker.py``); ``None`` reads every format in this process."""
     suffix = Path(rel).suffix.lower()
     extractor = EXTRACTORS.get(suffix)
     if extractor is None:
@@ -60,7 +64,10 @@ def extract_bytes(data: bytes, rel: str) -> ExtractedDocument:
     if not data.strip():
         raise SkipFile("empty file")
     try:
-        doc = extractor(data, Path(rel).stem)
+        if deadline_s is not None and suffix in SLOW_SUFFIXES:
+            doc = extract_with_deadline(extractor, data, Path(rel).stem, deadline_s)
+        else:
+            doc = extractor(data, Path(rel).stem)
     except SkipFile:
         raise
     except Exception as exc:  # a library failing on a strange file must never stop the indexing
@@ -191,11 +198,14 @@ def index_folder(
     cache: TextCache,
     max_bytes: int = MAX_BYTES,
     progress: bool | None = None,
+    deadline_s: float | None = None,
 ) -> IndexedFolder:
     """Extract (or load from the cache) every supported file under ``root``.
 
     ``progress``: a rich progress bar on stderr; ``None`` shows it when stderr is a terminal and at
-    least 50 files need extracting.
+    least 50 files need extracting. ``deadline_s``: see :func:`extract_bytes`; a file skipped for
+    its time is not cached as skipped (a busy machine is not the file's fault): it is tried again
+    next time.
     """
     started = time.perf_counter()
     out = IndexedFolder()
@@ -273,9 +283,15 @@ def index_folder(
                     out.from_cache += 1
                 else:
                     try:
-                        result = stream_text_document(path, rel) if data is None else extract_bytes(data, rel)
+                        if data is None:
+                            result = stream_text_document(path, rel)
+                        else:
+                            result = extract_bytes(data, rel, deadline_s)
                     except SkipFile as exc:
                         result = str(exc)
+                        if isinstance(exc, ExtractionTimeout):
+                            out.skipped.append((rel, result))
+                            continue
                     except OSError as exc:
                         out.skipped.append((rel, f"unreadable: {exc.strerror or exc}"))
                         continue

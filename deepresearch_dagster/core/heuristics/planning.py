@@ -25,7 +25,6 @@ from .terms import (
     DO_LEAD,
     PARTICIPLE_END,
     QUESTION_LEAD,
-    SUBJECT_LEAD,
     antecedent,
     cap_words,
     clause_breaks,
@@ -499,13 +498,22 @@ def _question_plan(question: str, max_steps: int, title: str | None = None) -> d
     return {"plan_title": title or _question_title(question), "steps": steps}
 
 
+# Leads whose remainder names what is asked about: "What are the risks of X" → "The risks of X",
+# "Explain how …" → "How …". Any other lead governs what follows ("Who wrote …", "How much does …",
+# "Why is the sky blue"): cut, it would leave a title that starts mid-phrase.
+TITLE_LEAD = re.compile(
+    r"^(?:(?:what|who)\s+(?:is|are|was|were)|explain|describe|compare|tell\s+me\s+about|give\s+me)\b[\s,]*",
+    re.IGNORECASE,
+)
+
+
 def _question_title(question: str) -> str:
-    """A question's plan title: without its lead ("What are the risks of X" → "The risks of X") when
-    what is left reads as a title; else the question's own words up to 16, ended at a part boundary
-    (no "Caused the Great Stink of 1858, …" or "The Tunnel built")."""
+    """A question's plan title: without its lead when what is left names the topic (``TITLE_LEAD``);
+    else the question's own words up to 16, ended at a part boundary (no "Caused the Great Stink of
+    1858, …", "The Tunnel built" or "Much does the lantern weigh")."""
     text = question.rstrip("?. ").strip()
-    stripped = QUESTION_LEAD.sub("", text).strip()
-    fragment = SUBJECT_LEAD.match(text) or (COPULA_LEAD.match(text) and PARTICIPLE_END.search(text))
+    stripped = TITLE_LEAD.sub("", text).strip()
+    fragment = COPULA_LEAD.match(text) and PARTICIPLE_END.search(text)
     if not clause_breaks(text) and stripped and not fragment:
         return cap_words(sentence_case(stripped), 16)
     if len(text.split()) <= 16:

@@ -68,7 +68,8 @@ def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
 
 def document_folder(settings: Any) -> Any:
     """The configured document folder, indexed (once per process while it is unchanged)."""
-    return open_corpus(str(settings.corpus_path), str(settings.artifacts_path / CORPUS_CACHE))
+    cache = str(settings.artifacts_path / CORPUS_CACHE)
+    return open_corpus(str(settings.corpus_path), cache, deadline_s=settings.extract_deadline_s)
 
 
 def skipped_documents(ctx: ResearchContext) -> list[list[str]]:

@@ -253,6 +253,7 @@ class LocalCorpus:
         cache_dir: str | Path | None = None,
         max_bytes: int = MAX_BYTES,
         progress: bool | None = None,
+        deadline_s: float | None = None,  # per slow file (core/documents/worker.py); None: no deadline
     ) -> None:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
@@ -264,7 +265,9 @@ class LocalCorpus:
         known = quick_fingerprint(self.root, self.cache, max_bytes) if self.cache.root else None
         if known and self._load_snapshot(known):
             return
-        self.indexed: IndexedFolder = index_folder(self.root, self.cache, max_bytes=max_bytes, progress=progress)
+        self.indexed: IndexedFolder = index_folder(
+            self.root, self.cache, max_bytes=max_bytes, progress=progress, deadline_s=deadline_s
+        )
         self.skipped = self.indexed.skipped  # (path, reason) of files that could not be read
         self.documents = [_document(rel, ex, i) for i, (rel, ex) in enumerate(self.indexed.documents)]
         if not self.documents:
@@ -422,7 +425,7 @@ def folder_state(root: Path) -> tuple[tuple[object, ...], ...]:
     return tuple(state)
 
 
-def open_corpus(root: str, cache_dir: str | None = None) -> LocalCorpus:
+def open_corpus(root: str, cache_dir: str | None = None, deadline_s: float | None = None) -> LocalCorpus:
     """The folder's corpus, built once per process while the folder does not change.
 
     A second research in the same process (a Dagster code server or ``run_research`` in a loop)
@@ -436,7 +439,7 @@ def open_corpus(root: str, cache_dir: str | None = None) -> LocalCorpus:
     with _build_lock:
         entry = _corpora.get(key, lambda e: e[0] == state)
         if entry is None:
-            entry = (state, LocalCorpus(resolved, cache_dir=cache_dir))
+            entry = (state, LocalCorpus(resolved, cache_dir=cache_dir, deadline_s=deadline_s))
             _corpora.put(key, entry)
     return entry[1]
 
