@@ -111,13 +111,6 @@ ALTER TABLE summaries ADD COLUMN IF NOT EXISTS grounded INTEGER DEFAULT 0;
 ALTER TABLE summaries ADD COLUMN IF NOT EXISTS dropped INTEGER DEFAULT 0;
 """
 
-# Version 11: each answer's prompt-processing and generation speed, tokens per second (the server's
-# own timings, else measured on the stream; NULL when unknown: core/llm/openai_engine.py speeds).
-SPEED_SQL = """
-ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS prompt_tps DOUBLE;
-ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS gen_tps DOUBLE;
-"""
-
 
 # Version 9: untrusted text (core/untrusted.py, roles/provenance.py): a call a model proposed after
 # tool output entered its conversation, the sources of an output whose text addresses the model
@@ -126,6 +119,13 @@ UNTRUSTED_SQL = """
 ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS tainted BOOLEAN DEFAULT false;
 ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS suspected_injection JSON;
 ALTER TABLE tool_cache ADD COLUMN IF NOT EXISTS links JSON;
+"""
+
+# Version 11: each answer's prompt-processing and generation speed, tokens per second (the server's
+# own timings, else measured on the stream; NULL when unknown: core/llm/openai_engine.py speeds).
+SPEED_SQL = """
+ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS prompt_tps DOUBLE;
+ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS gen_tps DOUBLE;
 """
 
 
