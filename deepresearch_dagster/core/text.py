@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from functools import lru_cache
+from typing import Any
 
 import Stemmer
 
@@ -307,3 +308,15 @@ def same_figure(a: str, b: str) -> bool:
     if not any(" " in k or "." in k or float(k) >= 100 for k in shared) or _REVISED.search(a) or _REVISED.search(b):
         return False
     return len({t for t in content_terms(a) if t.isalpha()} & {t for t in content_terms(b) if t.isalpha()}) >= 2
+
+
+def json_strings(value: Any) -> list[str]:
+    """Every string of a JSON value, in order (a search listing's or a tool result's text is in its
+    strings)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in json_strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in json_strings(v)]
+    return []

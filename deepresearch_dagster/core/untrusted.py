@@ -19,7 +19,7 @@ from typing import Any
 
 from .models import SummaryRecord
 from .naming import short_hash
-from .text import addresses_model, split_sentences
+from .text import addresses_model, json_strings, split_sentences
 from .web.urls import normalize_url
 
 REDACTED = "[text addressed to the model removed]"
@@ -43,16 +43,6 @@ def _suspect_units(text: str) -> list[str]:
     return [s for line in text.splitlines() for s in split_sentences(line) if addresses_model(s)]
 
 
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []
-
-
 def _listing(raw: str) -> dict[str, Any] | None:
     try:
         data = json.loads(raw)
@@ -70,7 +60,7 @@ def suspected_sources(raw: str, kind: str, source: str | None) -> list[str]:
         return [source or UNNAMED] if _suspect_units(raw) else []
     found: list[str] = []
     for result in listing.get("results") or []:
-        if isinstance(result, dict) and any(_suspect_units(s) for s in _strings(result)):
+        if isinstance(result, dict) and any(_suspect_units(s) for s in json_strings(result)):
             # Named as the read of that result will name its source (a page's URL normalized).
             url = result.get("url")
             found.append(normalize_url(str(url)) if url else str(result.get("path") or "(search result)"))
@@ -89,7 +79,7 @@ def redact(raw: str, kind: str) -> str:
     data = _listing(raw) if kind == "json" else None
     if data is None:
         return _blank(raw)
-    if not any(_suspect_units(s) for s in _strings(data)):
+    if not any(_suspect_units(s) for s in json_strings(data)):
         return raw
 
     def walk(value: Any) -> Any:

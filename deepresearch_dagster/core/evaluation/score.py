@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 from ..heuristics.report_critique import CLAIM_SECTIONS, MUST_CITE, STALE_NOTE, faults
 from ..naming import plan_folder
 from ..roles.cited_sentences import CITATION, citations_before_end
-from ..text import split_sentences
+from ..text import json_strings, split_sentences
 from .matching import Haystack, any_in, contains, first_in
 from .suite import Fact, SuiteItem
 
@@ -108,17 +108,6 @@ def read_report(markdown: str, question: str) -> ReportParts:
 
 def uncited(parts: ReportParts) -> list[str]:
     return [s for s in parts.sentences(MUST_CITE) if not CITATION.search(s)]
-
-
-def json_strings(value: Any) -> list[str]:
-    """Every string of a JSON value (raw search listings are JSON; their text is in the strings)."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in json_strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in json_strings(v)]
-    return []
 
 
 def raw_text(raw_dir: Path) -> str:

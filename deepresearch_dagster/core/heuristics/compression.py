@@ -37,6 +37,7 @@ from ..text import (
     count_sentences,
     estimate_tokens,
     is_instruction,
+    json_strings,
     split_sentences,
     table_cells,
     words,
@@ -139,7 +140,7 @@ def compress_extractively(payload: dict[str, Any]) -> dict[str, Any]:
             if isinstance(data.get("content"), str):
                 raw = data["content"]
         if not isinstance(data, dict) or not isinstance(data.get("content"), str):
-            raw = "\n".join(_strings(data)) if data is not None else raw
+            raw = "\n".join(json_strings(data)) if data is not None else raw
     elif raw.count("<") > 20 and _HTML.search(raw):
         raw, html_title = _html_text(raw)
         if html_title and not payload.get("source_title"):
@@ -156,16 +157,6 @@ def _html_text(html: str) -> tuple[str, str]:
         return text, title
     except Exception:  # a parser failure must never fail the compression
         return re.sub(r"<[^>]+>", "\n", html), ""
-
-
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []
 
 
 # ------------------------------------------------------------------------------------------ listings
