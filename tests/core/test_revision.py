@@ -17,30 +17,9 @@ from deepresearch_dagster.core.pipeline import run_research
 from deepresearch_dagster.core.roles.citations import verify_citations
 from deepresearch_dagster.core.roles.reporter import one_number_each
 from deepresearch_dagster.core.roles.revision import Evidence, revise_report
+from tests.core.test_cited_sentences import NOLAN, RAW, _entry
 
-NOLAN = (
-    "Christopher Edward Nolan (born 30 July 1970) is an English-American film director. "
-    "He is one of the highest-grossing directors in history."
-)
-RAW = {
-    "nolan.txt": f"# Christopher Nolan\n\n{NOLAN} His films have grossed more than 6 billion dollars.\n",
-    "inception.txt": "# Inception\n\nInception is a 2010 science fiction film written and directed by Nolan. "
-    "It grossed over 830 million dollars worldwide.\n",
-}
 QUESTION = "Who is Christopher Nolan and how much have his films grossed?"
-
-
-def _entry(n: int, artifact: str, summary: str, extraction: list[str], step: str) -> dict:
-    return {
-        "n": n,
-        "source": artifact.replace(".txt", ".md"),
-        "source_title": artifact,
-        "artifact_file": artifact,
-        "step_id": step,
-        "summary_title": artifact,
-        "summary": summary,
-        "extraction": extraction,
-    }
 
 
 ENTRIES = {
