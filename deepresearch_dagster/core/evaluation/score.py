@@ -27,9 +27,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..heuristics.report_critique import CLAIM_SECTIONS, MUST_CITE, STALE_NOTE, faults
+from ..heuristics.report_critique import CITATION, CLAIM_SECTIONS, MUST_CITE, STALE_NOTE, citations_before_end, faults
 from ..naming import plan_folder
-from ..roles.cited_sentences import CITATION, citations_before_end
 from ..text import json_strings, split_sentences
 from .matching import Haystack, any_in, contains, first_in
 from .suite import Fact, SuiteItem

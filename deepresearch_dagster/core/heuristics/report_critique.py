@@ -114,11 +114,15 @@ class _Sentence(BaseModel):
         return {int(n) for m in CITATION.findall(self.text) for n in re.findall(r"\d+", m)}
 
 
+def citations_before_end(text: str) -> str:
+    """``… Lilu. [1] A lilu …`` → ``… Lilu [1]. A lilu …``: a citation after the full stop (or a
+    closing quote) belongs to the sentence before it; the move keeps every offset."""
+    return _CITATION_AFTER_END.sub(lambda m: f"{m.group(2)}{m.group(1)}", text)
+
+
 def units(text: str) -> list[str]:
     """``text`` as its sentences, each with the citations after its full stop (the scorer's reading)."""
-    text = " ".join(text.split())
-    moved = _CITATION_AFTER_END.sub(lambda m: f"{m.group(2)}{m.group(1)}", text)
-    return split_sentences(moved)
+    return split_sentences(citations_before_end(" ".join(text.split())))
 
 
 def sentence_key(sentence: str) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ..heuristics.report_critique import CITATION, citations_before_end
 from ..text import content_terms, split_sentences
 from .citations import CitationCheck, find_support, normalize, verify_citations
 
@@ -42,19 +43,9 @@ MIN_SHARED = 0.25
 # What a section of those whose every sentence was dropped holds instead: a notice (bold, like
 # a lead, so the scorer reads no claim in it), not an empty section.
 EMPTY_NOTICE = "**No sentence of this section could be cited from the stored sources; see Limitations.**"
-CITATION = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
 _NUMBERS = re.compile(r"\d+")
-# The scorer's reading (core/evaluation/score.py): a citation after the full stop, and after a
-# closing quote or parenthesis, belongs to the sentence before it.
-_CITATION_AFTER_END = re.compile(r"((?:[.!?][\"'”’)]*)+)((?:\s*\[\d+(?:\s*,\s*\d+)*\])+)")
 _PREFIX = re.compile(r"^(\s*(?:(?:[-*+]|\d+\.)\s+)?(?:\*\*[^*]+\*\*\s*)?)(.*)$")
 _LEADS = re.compile(r"^\s*(?:(?:[-*+]|\d+\.)\s+)?(?:\*\*[^*]+\*\*\s*)?")
-
-
-def citations_before_end(text: str) -> str:
-    """``… Lilu. [1] A lilu …`` → ``… Lilu [1]. A lilu …``: a citation after the full stop (or a
-    closing quote) belongs to the sentence before it; the move keeps every offset."""
-    return _CITATION_AFTER_END.sub(lambda m: f"{m.group(2)}{m.group(1)}", text)
 
 
 class SentenceFix(BaseModel):
