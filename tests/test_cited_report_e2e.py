@@ -77,3 +77,22 @@ def test_uncited_and_wrongly_cited_sentences_are_rewritten_or_dropped(fake_opena
     steps = markdown.split("## Suggested next steps", 1)[1].split("\n## ", 1)[0]
     assert "Moon" not in steps and "outlook" not in steps
     assert not [r for r in fake_openai.requests_for("reporter") if "Write the section: Suggested next steps" in str(r)]
+
+
+def test_a_section_whose_every_citation_is_wrong_is_mended_sentence_by_sentence(fake_openai, corpus_dir):
+    """A small model paraphrases loosely: its executive summary and findings cite sources that do
+    not say them. The sections stay the model's, each sentence rewritten from its source or
+    dropped, instead of the whole section falling back to the extractive writer."""
+    fake_openai.mode = "paraphrases"
+    result, key, _, _ = materialize_question(QUESTION, {"engine": "openai", "corpus_dir": str(corpus_dir)})
+    assert result.success
+    report = json.loads((ResearchSettings.from_env().artifacts_path / key / "report.json").read_text())
+    assert "reporter" not in report["fallbacks"]
+    assert "(" not in report["reporter_model"]  # no section "by" the offline writer
+    parts = read_report(report["markdown"], QUESTION)
+    assert parts.sentences(("executive summary",)) and uncited(parts) == []
+    assert "Moon" not in _must_cite(report["markdown"]) and "outlook" not in _must_cite(report["markdown"])
+    rewritten = [f for f in report["rewritten"] if f["by"] == "model"]
+    assert {f["section"] for f in rewritten} == {"Executive summary", "Key findings"}
+    # The wrong citations were removed and are counted as such.
+    assert report["unverified_citations"] >= 4

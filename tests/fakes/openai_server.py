@@ -45,6 +45,9 @@ with ``modes=("llamacpp", "strict_alternation")``) reproduce what real servers d
   and no source states, one that a source states but is left uncited, and one citing a source
   that does not say it; a sentence rewrite (``reporter_rewrite``) quotes the source's last summary
   sentence, cited (:func:`uncited_prose_answer`).
+- ``paraphrases``: like ``uncited_prose``, but the executive summary and key findings hold only
+  sentences citing a source that does not say them (a small model's loose paraphrase): nothing
+  in those sections verifies as written.
 
 ``n_ctx=4096`` makes it a llama.cpp ``llama-server`` with that context window: ``GET /props``
 says it (``default_generation_settings.n_ctx``), a prompt longer than the window (4 characters a
@@ -102,6 +105,7 @@ MODES = (
     "copies_example",
     "invents_figure",
     "uncited_prose",
+    "paraphrases",
     "obedient",
 )
 STREAM_PIECE = 64  # characters of content per streamed delta (real servers send a token each)
@@ -243,7 +247,7 @@ def default_answer(role: str, body: dict[str, Any]) -> dict[str, Any]:
     return {"content": "unknown role"}
 
 
-def uncited_prose_answer(body: dict[str, Any]) -> dict[str, Any] | None:
+def uncited_prose_answer(body: dict[str, Any], only_wrong: bool = False) -> dict[str, Any] | None:
     """``uncited_prose``: a section's default bullets, then three sentences about the first source
     of its working memory: none cites and no source states it, its second summary sentence
     uncited, an invented figure cited to it; a rewrite quotes that source's last summary sentence
@@ -259,6 +263,9 @@ def uncited_prose_answer(body: dict[str, Any]) -> dict[str, Any] | None:
         return {"content": json.dumps({"markdown": f"{sentences[-1]} [{n}]"})}
     if "Write the section:" not in ask:
         return None
+    if only_wrong and re.search(r"Write the section: (Executive summary|Key findings)\b", ask):
+        wrong = f"- Every analyst we know of calls the outlook bright [{n}].\n- The first was made on the Moon [{n}]."
+        return {"content": json.dumps({"markdown": wrong})}
     default = json.loads(default_answer("reporter", {**body, "messages": messages})["content"])["markdown"]
     prose = [
         "- Every analyst we know of calls the outlook bright.",
@@ -659,8 +666,8 @@ class FakeOpenAIServer:
                         continue
                     if isinstance(example, dict) and set(example) == set(schema.get("properties", {})):
                         return {"content": text[start:end]}
-        if "uncited_prose" in self.modes and role == "reporter":
-            return uncited_prose_answer(body)
+        if self.modes & {"uncited_prose", "paraphrases"} and role == "reporter":
+            return uncited_prose_answer(body, only_wrong="paraphrases" in self.modes)
         if "obedient" in self.modes:
             with self.lock:
                 return obedient_answer(role, body, self.obeyed_urls)

@@ -45,7 +45,7 @@ from ..tools import Toolbox, ToolError
 from ..tools.artifact_tools import artifact_tools
 from ..untrusted import data_marker, spotlight, without_address
 from .citations import locate, verify_citations
-from .cited_sentences import CitedSentences, cite_every_sentence
+from .cited_sentences import EMPTY_NOTICE, MAX_REWRITES, MUST_CITE, CitedSentences, cite_every_sentence
 from .revision import Evidence, revise_report
 from .source_quality import corpus_status, corroborated_claims, listing_results, quality_warnings, score_sources
 
@@ -306,6 +306,7 @@ def _sections(
     head: list[dict[str, Any]],
     payload: dict[str, Any],
     cites: Callable[[str], bool] | None = None,
+    settle: Callable[[str, str], str | None] | None = None,
     *,
     entries: list[dict[str, Any]] | None = None,
     raw: dict[str, str] | None = None,
@@ -316,9 +317,11 @@ def _sections(
     prompt cache can serve it), then its own variable part: the outline reads every summary
     without extraction bullets (as the lookup before it did: a shared prefix again), each section
     only its share (:func:`section_memory`); looked-up artifact text goes to the outline and the
-    sections that must cite. A section the model cannot write is
-    written extractively, and so is a section that must cite (``CITED``) but has no citation at
-    all while the extractive section cites what ``cites`` verifies; ``FROM_GAPS`` sections are
+    sections that must cite. A section that must cite (``CITED``) is handed to ``settle``, which
+    returns it with every sentence cited from what verifies, rewritten from its source, or dropped
+    (a small model paraphrases: its sentences are mended one by one, not discarded whole), or None
+    when nothing in it verifies. A section the model cannot write is written extractively, and so
+    is one ``settle`` rejects while the extractive section cites what ``cites`` verifies; ``FROM_GAPS`` sections are
     rendered from the critic's gaps without a model call. Returns (body, reporter model
     label, number of parts written by the fallback); a report written wholly by the fallback names
     no model."""
@@ -376,13 +379,13 @@ def _sections(
                 SECTION,
                 artifact="report.md",
             ).markdown
-            # A section that must cite but cites nothing that verifies (no [n], or only [n] whose
-            # quotes are not in the sources: a weak or random model) is replaced when the
-            # extractive one would cite verifiably; a section with some verified citations keeps
-            # them, and its wrong ones are removed and counted further down.
-            uncited = cites is not None and payload["sources"] and heading in CITED and not cites(body)
-            if uncited and cites(extractive_section(heading, payload)):
-                raise StructuredOutputError("reporter", f"section '{heading}' cites no source that verifies")
+            # A section that must cite and keeps nothing that verifies once mended (a weak or
+            # random model) is replaced when the extractive one would cite verifiably.
+            if settle is not None and cites is not None and payload["sources"] and heading in CITED:
+                settled = settle(heading, body)
+                if settled is None and cites(extractive_section(heading, payload)):
+                    raise StructuredOutputError("reporter", f"section '{heading}' cites no source that verifies")
+                body = body if settled is None else settled
         except MODEL_FAILURES as exc:
             ctx.log(f"section '{heading}' written extractively: {exc}")
             record_fallback(ctx, "reporter", "report.md", exc)
@@ -430,6 +433,12 @@ def write_report(
         {"role": "system", "content": render("reporter", today=ctx.today, data_marker=data_marker(ctx.partition_key))},
         {"role": "user", "content": f"Question: {ctx.question}\n\n{plan_brief(plan, outputs.followup_steps)}"},
     ]
+    entries_by_n: dict[int, list[dict[str, Any]]] = {}
+    for e in entries:
+        entries_by_n.setdefault(e["n"], []).append(e)
+    rewriter = _rewriter(ctx, head, payload, entries_by_n, raw)
+    # What the sections' own mending did (counted with the whole report's mending below).
+    early = CitedSentences(markdown="")
     if outputs.direct_answer:
         try:
             body = call_structured(
@@ -458,26 +467,33 @@ def write_report(
         lookups = artifact_lookups(
             ctx, plan, [*head, _working_memory(ctx, _memory_text(entries, raw, compact=True))], payload
         )
-        by_n: dict[int, list[dict[str, Any]]] = {}
-        for e in entries:
-            by_n.setdefault(e["n"], []).append(e)
 
         def cites(section: str) -> bool:
-            return any(c.verified for c in verify_citations(one_number_each(section), by_n, raws)[1])
+            return any(c.verified for c in verify_citations(one_number_each(section), entries_by_n, raws)[1])
+
+        def settle(heading: str, section: str) -> str | None:
+            if heading.lower() not in MUST_CITE:
+                return section if cites(section) else None
+            text, checks = verify_citations(one_number_each(f"## {heading}\n\n{section}\n"), entries_by_n, raws)
+            part = cite_every_sentence(text, checks, entries_by_n, raws, rewriter, MAX_REWRITES - early.rewrites_asked)
+            if EMPTY_NOTICE in part.markdown or not any(c.verified for c in [*checks, *part.checks]):
+                return None
+            early.fixes += part.fixes
+            early.rewrites_asked += part.rewrites_asked
+            early.checks += [c for c in checks if not c.verified]  # counted as removed below
+            return _strip_heading(part.markdown, heading)
 
         body, model, reporter_fallbacks = _sections(
-            ctx, head, payload, cites, entries=entries, raw=raw, lookups=lookups
+            ctx, head, payload, cites, settle, entries=entries, raw=raw, lookups=lookups
         )
     fallbacks = fallback_counts(ctx, bundle, outputs, reporter_fallbacks)
     body = without_address(body)  # an instruction a model read and repeated is never in a section
     body = insert_notes(body, pipeline_notes(outputs, bundle, warnings, fallbacks))
-    entries_by_n: dict[int, list[dict[str, Any]]] = {}
-    for e in entries:
-        entries_by_n.setdefault(e["n"], []).append(e)
     body, checks = verify_citations(one_number_each(body), entries_by_n, raws)
     # Every sentence of the executive summary and key findings cites what verifies, or goes.
-    cited = cite_every_sentence(body, checks, entries_by_n, raws, _rewriter(ctx, head, payload, entries_by_n, raw))
-    body, checks = cited.markdown, [*checks, *cited.checks]
+    cited = cite_every_sentence(body, checks, entries_by_n, raws, rewriter, MAX_REWRITES - early.rewrites_asked)
+    cited.fixes = [*early.fixes, *cited.fixes]
+    body, checks = cited.markdown, [*early.checks, *checks, *cited.checks]
     body = reconcile_corroboration(body)  # "two or more sources" counts verified citations only
     # A second reading: the critique, and the sections it names revised (roles/revision.py).
     evidence = Evidence(
