@@ -122,6 +122,21 @@ def test_a_revision_that_makes_the_critique_worse_is_discarded(make_context, mon
     assert revised.rounds[-1]["accepted"] is False
 
 
+def test_a_revision_that_empties_a_section_is_discarded(make_context, monkeypatch):
+    """Seen on a 1.5B model: Key findings repeated the executive summary, the revision removed the
+    repeat and left the section empty: one issue fewer, a worse report."""
+    import deepresearch_dagster.core.roles.revision as revision
+
+    ctx = make_context()
+    emptied = revision.join_sections(
+        [(h, "" if h == "Key findings" else b) for h, b in revision.split_sections(FAULTY)]
+    )
+    monkeypatch.setattr(revision, "_revise_once", lambda *a, **k: (emptied, []))
+    revised = revise_report(ctx, FAULTY, [], PAYLOAD, EVIDENCE, head=[], draft=1)
+    assert critique_report(emptied, PAYLOAD).total < critique_report(FAULTY, PAYLOAD).total
+    assert revised.markdown == FAULTY and revised.rounds[-1]["accepted"] is False
+
+
 QUESTION_E2E = "What limits solid-state batteries, and how are makers responding?"
 
 

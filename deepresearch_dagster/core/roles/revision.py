@@ -255,16 +255,24 @@ def revise_report(
         write_artifact(ctx, revision_file, revised)
         after = critique(ctx, revised, payload, f"report_critique/{name}_round{r}.json")
         write_artifact(ctx, f"report_critique/{name}_round{r}.json", after.model_dump())
-        accepted = after.total <= found.total
+        # Fewer issues by emptying a section (a duplicate removed from a section that held
+        # nothing else) is no better report.
+        accepted = after.total <= found.total and not _emptied(current, revised)
         rounds.append({**_row(draft, r, "revision", after, revision_file, accepted), "sections": how})
         if not accepted:
-            ctx.log(f"revision round {r} discarded: {after.total} issue(s) against {found.total}")
+            ctx.log(f"revision round {r} discarded: {after.total} issue(s) against {found.total}, or a section emptied")
             break
         current, found = revised, after
     if current != markdown:
         current, fresh = evidence.verify(current)
         checks = [*(c for c in checks if not c.verified), *fresh]
     return Revised(markdown=current, checks=checks, before=before, after=found, rounds=rounds)
+
+
+def _emptied(before: str, after: str) -> bool:
+    """Whether a section that held text before holds none after."""
+    kept = {h for h, b in split_sections(after) if b.strip()}
+    return any(h and b.strip() and h not in kept for h, b in split_sections(before))
 
 
 def _row(draft: int, round_: int, stage: str, found: ReportCritique, artifact: str, accepted: bool) -> dict[str, Any]:
