@@ -96,3 +96,45 @@ def test_a_section_whose_every_citation_is_wrong_is_mended_sentence_by_sentence(
     assert {f["section"] for f in rewritten} == {"Executive summary", "Key findings"}
     # The wrong citations were removed and are counted as such.
     assert report["unverified_citations"] >= 4
+
+
+def test_the_select_style_quotes_the_verified_findings_the_model_picks(fake_openai, corpus_dir, monkeypatch):
+    """``report_style=select`` (a small model): the model picks findings by number for the
+    executive summary and key findings; every word there is quoted from a source, so nothing is
+    rewritten, dropped or removed, and no section falls back."""
+    monkeypatch.setenv("DEEPRESEARCH_REPORT_STYLE", "select")
+    result, key, _, _ = materialize_question(QUESTION, {"engine": "openai", "corpus_dir": str(corpus_dir)})
+    assert result.success
+    report = json.loads((ResearchSettings.from_env().artifacts_path / key / "report.json").read_text())
+    assert "reporter" not in report["fallbacks"] and "(" not in report["reporter_model"]
+    assert report["unverified_citations"] == 0 and report["rewritten"] == report["uncited_dropped"] == []
+    parts = read_report(report["markdown"], QUESTION)
+    assert parts.sentences(("executive summary", "key findings")) and uncited(parts) == []
+
+    asks = [str(r["messages"][-1]["content"]) for r in fake_openai.requests_for("reporter")]
+    selects = [a for a in asks if "Choose the statements for the section:" in a]
+    sections = [re.search(r"Choose the statements for the section: (.+)", a).group(1) for a in selects]
+    assert sections == ["Executive summary", "Key findings"]
+    assert not [a for a in asks if "Write the outline first" in a or "Write the section: Limitations" in a]
+    # The fake picks statements 1-3: the summary quotes them, in that order, and nothing else.
+    summary = report["markdown"].split("## Executive summary", 1)[1].split("\n## ", 1)[0]
+    statements = re.findall(r"^\((\d+)\) (.+)$", selects[0], re.M)
+    assert [text for n, text in statements[:3]] and all(text in summary for _, text in statements[:3])
+    assert not any(text in summary for _, text in statements[3:])
+
+
+def test_auto_selects_for_a_small_context_window():
+    from types import SimpleNamespace
+
+    from deepresearch_dagster.core.roles.reporter import report_style
+
+    def ctx(style: str, window: int | None, model: str = "m", engine_window: bool = True):
+        engine = SimpleNamespace(model_for=lambda role: model)
+        if engine_window:
+            engine.context_window = lambda name: window
+        return SimpleNamespace(engine=engine, settings=SimpleNamespace(report_style=style))
+
+    assert report_style(ctx("auto", 4096)) == report_style(ctx("auto", 8192)) == "select"
+    assert report_style(ctx("auto", 32768)) == report_style(ctx("auto", None)) == "write"
+    assert report_style(ctx("write", 4096)) == "write" and report_style(ctx("select", 32768)) == "select"
+    assert report_style(ctx("select", 4096, engine_window=False)) == "write"  # the offline engine

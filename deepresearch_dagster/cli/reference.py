@@ -48,6 +48,8 @@ MEANINGS = {
     "llm_stream": "stream answers (a silent server is cut early)",
     "llm_idle_timeout_s": "seconds of server silence before a streamed call is cut",
     "context_mode": "`raw` injects whole tool outputs (benchmark baseline only)",
+    "report_style": "`select`: the reporter model picks verified findings for the summary and findings "
+    "instead of writing them; `auto` selects when the context window is ≤ 8,192 tokens",
     "prompt_files": "role → replacement prompt file (replays)",
     "tool_cache_ttl_s": "seconds an identical web call is served from its artifact (0: off)",
     "min_context_reduction_pct": "context reduction below which the asset check warns",

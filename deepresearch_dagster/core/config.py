@@ -232,6 +232,11 @@ class ResearchSettings(BaseModel):
     # The models' context window in tokens; unset: read from the server when it says
     # (core/llm/server_info.py), and every prompt is fitted to it.
     context_window: int | None = Field(default=None, gt=256)
+    # How the reporter model writes the sections every sentence of which must cite: "write"
+    # (prose), "select" (it picks, from numbered findings that verify, which answer the question:
+    # a small model's prose rarely verifies), "auto": select when the context window is 8,192
+    # tokens or less (a small local server), else write.
+    report_style: Literal["auto", "write", "select"] = "auto"
     # "raw" injects whole tool outputs instead of summaries: the baseline for benchmarks only.
     context_mode: Literal["compressed", "raw"] = "compressed"
     # Role -> replacement prompt file (replays: recompress with another prompt version).
@@ -393,6 +398,7 @@ ENV_VARS = {
     "fetch_respect_robots": "DEEPRESEARCH_FETCH_RESPECT_ROBOTS",
     "enable_fetch": "DEEPRESEARCH_ENABLE_FETCH",
     "context_mode": "DEEPRESEARCH_CONTEXT_MODE",
+    "report_style": "DEEPRESEARCH_REPORT_STYLE",
     "min_context_reduction_pct": "DEEPRESEARCH_MIN_CONTEXT_REDUCTION",
     "tool_timeout_s": "DEEPRESEARCH_TOOL_TIMEOUT",
     "tool_max_output_bytes": "DEEPRESEARCH_TOOL_MAX_OUTPUT_BYTES",

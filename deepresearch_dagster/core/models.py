@@ -100,6 +100,12 @@ class ReportBody(BaseModel):
     markdown: str = Field(min_length=20)
 
 
+class Selection(BaseModel):
+    """The findings a reporter model picks for a section, by their numbers, in reading order."""
+
+    ids: list[int] = Field(min_length=1)
+
+
 class OutlineSection(BaseModel):
     heading: str
     points: list[str] = Field(default_factory=list)

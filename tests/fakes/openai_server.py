@@ -239,6 +239,9 @@ def default_answer(role: str, body: dict[str, Any]) -> dict[str, Any]:
         if outline:
             headings = outline.group(1).split(", ")
             return {"content": json.dumps({"sections": [{"heading": h, "points": []} for h in headings]})}
+        if "Choose the statements for the section:" in ask:  # the select report style
+            numbers = [int(n) for n in re.findall(r"^\((\d+)\) ", ask, re.M)]
+            return {"content": json.dumps({"ids": numbers[:3]})}
         # A section (or the direct answer): quote each source's first summary sentence, cited.
         memory = next(m["content"] for m in messages if m["role"] == "user" and "Working memory:" in m["content"])
         blocks = re.findall(r"^\[(\d+)\] [^\n]*\n([^\n]+)", memory, re.M)

@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from ..heuristics.report import REPORT_SECTIONS
-from ..models import MAX_STEPS, CompressionResult, CriticVerdict, Outline, ReportBody, ResearchPlan
+from ..models import MAX_STEPS, CompressionResult, CriticVerdict, Outline, ReportBody, ResearchPlan, Selection
 from ..text import closed, count_sentences, split_sentences
 
 T = TypeVar("T", bound=BaseModel)
@@ -121,6 +121,17 @@ def _bool(value: Any) -> Any:
     if isinstance(value, str) and value.strip().lower() in {"true", "yes", "1", "false", "no", "0"}:
         return value.strip().lower() in {"true", "yes", "1"}
     return value
+
+
+def _integer(value: Any) -> int | None:
+    """3, 3.0 and "3" as 3; anything else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return value if isinstance(value, int) else None
 
 
 def _met(raw: Any, minimum: int) -> bool:
@@ -463,7 +474,33 @@ def normalize_body(data: Any) -> Any:
     return out
 
 
+MAX_SELECTED = 12
+
+
+def selection_schema() -> dict[str, Any]:
+    return _object({"ids": _array({"type": "integer", "minimum": 1}, 1, MAX_SELECTED)}, "report_selection")
+
+
+def normalize_selection(data: Any) -> Any:
+    """Numbers kept in order, once each; "3" or 3.0 read as 3; a bare list read as the ids."""
+    if isinstance(data, list):
+        data = {"ids": data}
+    if not isinstance(data, dict):
+        return data
+    out = _pick(data, ("ids",))
+    ids = out.get("ids")
+    if isinstance(ids, list):
+        seen: list[int] = []
+        for raw in ids:
+            n = _integer(raw)
+            if n is not None and n >= 1 and n not in seen:
+                seen.append(n)
+        out["ids"] = seen[:MAX_SELECTED]
+    return out
+
+
 OUTLINE = Contract("report_outline", outline_schema(), Outline, normalize_outline)
+SELECTION = Contract("report_selection", selection_schema(), Selection, normalize_selection)
 SECTION = Contract("report_section", body_schema(), ReportBody, normalize_body)
 
 
@@ -473,7 +510,13 @@ def all_contracts() -> dict[str, Contract[Any]]:
         f"planner[max_steps={n}]": planner_contract(n) for n in range(1, MAX_STEPS + 1)
     }
     contracts.update(
-        {"compressor": COMPRESSOR, "critic": CRITIC, "reporter.outline": OUTLINE, "reporter.section": SECTION}
+        {
+            "compressor": COMPRESSOR,
+            "critic": CRITIC,
+            "reporter.outline": OUTLINE,
+            "reporter.section": SECTION,
+            "reporter.selection": SELECTION,
+        }
     )
     return contracts
 
@@ -484,6 +527,7 @@ _BY_MODEL: dict[type[BaseModel], Contract[Any]] = {
     CriticVerdict: CRITIC,
     Outline: OUTLINE,
     ReportBody: SECTION,
+    Selection: SELECTION,
 }
 
 

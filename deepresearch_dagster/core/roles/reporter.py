@@ -23,10 +23,12 @@ from ..heuristics.report import (
     REPORT_SECTIONS,
     direct_answer_text,
     extractive_section,
+    findings,
+    findings_by_step,
     preceding_sentences,
     reconcile_corroboration,
 )
-from ..llm.contracts import OUTLINE, SECTION
+from ..llm.contracts import MAX_SELECTED, OUTLINE, SECTION, SELECTION
 from ..llm.prompts import render
 from ..llm.structured import call_structured, complete_recorded, record_completion, record_fallback
 from ..models import (
@@ -61,6 +63,18 @@ INDEX_ONLY = ("Limitations",)
 # Sections rendered from the critic's structured gaps (description, suggested query), whatever the
 # engine: what to search next is the critic's finding, not the reporter model's prose.
 FROM_GAPS = ("Suggested next steps",)
+# The "select" report style (settings.report_style): the model picks, from at most this many
+# numbered findings that verify, those the sections every sentence of which must cite quote; the
+# Limitations are then written from the source index and the critic's gaps without a model call
+# (a small model's prose there restates the findings).
+SELECT_POOL = 40
+SELECTED = {"Executive summary": 5, "Key findings": MAX_SELECTED}
+SELECT_GUIDANCE = {
+    "Executive summary": "Choose up to five statements that together answer the question best, most direct first.",
+    "Key findings": "Choose the statements a reader needs for each step of the plan; they are grouped by step.",
+}
+# A context window this small (tokens) marks a small local model: report_style "auto" selects.
+SMALL_WINDOW = 8192
 # Later sections see each earlier one cut to this many characters (to avoid repeating it).
 PREVIOUS_CHARS = 600
 SECTION_GUIDANCE = {
@@ -301,6 +315,37 @@ def _strip_heading(markdown: str, heading: str) -> str:
     return "\n".join(lines).strip()
 
 
+def _outline(
+    ctx: ResearchContext,
+    head: list[dict[str, Any]],
+    entries: list[dict[str, Any]],
+    raw: dict[str, str] | None,
+    lookups: list[dict[str, Any]],
+    payload: dict[str, Any],
+) -> tuple[dict[str, list[str]], int]:
+    """Each section's points (by lowercased heading), and 1 when the fixed structure stood in."""
+    headings = list(REPORT_SECTIONS)
+    try:
+        outline = call_structured(
+            ctx,
+            "reporter",
+            [
+                *head,
+                _working_memory(ctx, _memory_text(entries, raw, compact=True)),
+                *lookups,
+                {"role": "user", "content": render("reporter_outline", sections=", ".join(headings))},
+            ],
+            {**payload, "phase": "outline"},
+            OUTLINE,
+            artifact="report.md",
+        )
+        return {s.heading.strip().lower(): s.points for s in outline.sections}, 0
+    except MODEL_FAILURES as exc:
+        ctx.log(f"report outline fell back to the fixed structure: {exc}")
+        record_fallback(ctx, "reporter", "report.md", exc)
+        return {}, 1
+
+
 def _sections(
     ctx: ResearchContext,
     head: list[dict[str, Any]],
@@ -329,32 +374,26 @@ def _sections(
     entries = entries or []
     lookups = lookups or []
     headings = list(REPORT_SECTIONS)
-    try:
-        outline = call_structured(
-            ctx,
-            "reporter",
-            [
-                *head,
-                _working_memory(ctx, _memory_text(entries, raw, compact=True)),
-                *lookups,
-                {"role": "user", "content": render("reporter_outline", sections=", ".join(headings))},
-            ],
-            {**payload, "phase": "outline"},
-            OUTLINE,
-            artifact="report.md",
-        )
-        points = {s.heading.strip().lower(): s.points for s in outline.sections}
-        outline_fallback = 0
-    except MODEL_FAILURES as exc:
-        ctx.log(f"report outline fell back to the fixed structure: {exc}")
-        record_fallback(ctx, "reporter", "report.md", exc)
-        points, outline_fallback = {}, 1
+    select = cites is not None and bool(payload["sources"]) and report_style(ctx) == "select"
+    # The select style needs no outline: it would only guide the Analysis, at a small model's pace.
+    points, outline_fallback = {}, 0
+    if not select:
+        points, outline_fallback = _outline(ctx, head, entries, raw, lookups, payload)
     outline_text = "\n".join(f"- {h}: " + "; ".join(points.get(h.lower(), [])) for h in headings)
     written: list[tuple[str, str]] = []
     fallbacks = 0
     for heading in headings:
-        if heading in FROM_GAPS:
+        if heading in FROM_GAPS or (select and heading in INDEX_ONLY):
             written.append((heading, extractive_section(heading, payload)))
+            continue
+        if select and heading in SELECTED:
+            try:
+                written.append((heading, _selected(ctx, head, payload, heading, cites)))  # type: ignore[arg-type]
+            except MODEL_FAILURES as exc:
+                ctx.log(f"section '{heading}' written extractively: {exc}")
+                record_fallback(ctx, "reporter", "report.md", exc)
+                written.append((heading, extractive_section(heading, payload)))
+                fallbacks += 1
             continue
         previous = "\n\n".join(f"## {h}\n{_brief(body)}" for h, body in written) or "(none yet)"
         ask = render(
@@ -399,6 +438,56 @@ def _sections(
     else:
         label = model
     return "\n\n".join(f"## {h}\n\n{body}" for h, body in written), label, fallbacks + outline_fallback
+
+
+def report_style(ctx: ResearchContext) -> str:
+    """``settings.report_style``, "auto" resolved: select for a model whose context window is
+    ``SMALL_WINDOW`` tokens or less, write otherwise (and always for the offline engine)."""
+    model = ctx.engine.model_for("reporter")
+    window = getattr(ctx.engine, "context_window", None)
+    if model == FALLBACK_MODEL or window is None:
+        return "write"
+    if ctx.settings.report_style != "auto":
+        return ctx.settings.report_style
+    size = window(model)
+    return "select" if size is not None and size <= SMALL_WINDOW else "write"
+
+
+def _selected(
+    ctx: ResearchContext,
+    head: list[dict[str, Any]],
+    payload: dict[str, Any],
+    heading: str,
+    cites: Callable[[str], bool],
+) -> str:
+    """A section of the findings the model picks by number from those that verify (the offline
+    writer's findings, ranked as it ranks them): the model decides what answers the question,
+    every word is quoted from a source, so nothing in it can fail verification."""
+    pool = [f for f in findings(payload) if cites(f.quoted())][:SELECT_POOL]
+    if not pool:
+        raise StructuredOutputError("reporter", f"section '{heading}': no finding verifies")
+    statements = "\n".join(f"({i}) {f.quoted()}" for i, f in enumerate(pool, 1))
+    ask = render(
+        "reporter_select",
+        heading=heading,
+        statements=spotlight(statements, data_marker(ctx.partition_key)),
+        guidance=SELECT_GUIDANCE[heading],
+        limit=SELECTED[heading],
+    )
+    picked = call_structured(
+        ctx,
+        "reporter",
+        [*head, {"role": "user", "content": ask}],
+        {**payload, "phase": "select", "section": heading},
+        SELECTION,
+        artifact="report.md",
+    ).ids
+    chosen = [pool[i - 1] for i in picked if i <= len(pool)][: SELECTED[heading]]
+    if not chosen:
+        raise StructuredOutputError("reporter", f"section '{heading}': no statement number from 1 to {len(pool)}")
+    if heading == "Executive summary":
+        return " ".join(f.quoted(close=True) for f in chosen)
+    return findings_by_step(chosen, payload["plan"])
 
 
 def write_report(
