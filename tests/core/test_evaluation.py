@@ -133,6 +133,28 @@ def test_removed_citations_and_uncited_sentences(tmp_path: Path) -> None:
     assert score.answer_in_findings is True
 
 
+def test_a_figure_no_cited_raw_output_states_is_counted(tmp_path: Path) -> None:
+    folder = research_folder(
+        tmp_path,
+        [
+            "## Key findings",
+            "",
+            "- Lilu spirits numbered 1,200 in the old texts. [1]",
+            "- The Gallu cult ended on 3 March 1702. [1, 2]",
+            "- Lilu were first named in 880 texts. [2]",
+        ],
+        memory=[],
+        raw={"a.txt": "Lilu spirits numbered 1,200 in the old texts.", "b.txt": "It ended on March 3, 1702."},
+    )
+    report = json.loads((folder / "report.json").read_text())
+    report["citations"] = [{"n": 1, "artifact_file": "a.txt"}, {"n": 2, "artifact_file": "b.txt"}]
+    (folder / "report.json").write_text(json.dumps(report))
+    score = score_item(ITEM, "dev", folder)
+    # 1,200 is in [1]; the date is in [2] however written; 880 is in neither source.
+    assert score.ungrounded == ["880: Lilu were first named in 880 texts [2]."]
+    assert score.ungrounded_figures == 1
+
+
 def test_facts_as_patterns(tmp_path: Path) -> None:
     item = SuiteItem.model_validate(
         {"id": "p", "question": "q?", "facts": [{"fact": "£9.5m", "patterns": [r"9\.5\s*(m|million)"]}, "Northlight"]}

@@ -102,7 +102,8 @@ def summary_lines(evaluation: Evaluation) -> list[str]:
     dollars = "unpriced" if s["dollars"] is None else f"${s['dollars']:,.4f}"
     lines.append(
         f"citations verified {s['verified_citations']:,} · removed {s['removed_citations']:,} · "
-        f"uncited sentences {s['uncited_sentences']:,} · contradictions {s.get('contradictions', 0):,} · "
+        f"uncited sentences {s['uncited_sentences']:,} · figures not in their cited sources "
+        f"{s.get('ungrounded_figures', 0):,} · contradictions {s.get('contradictions', 0):,} · "
         f"duplicated sentences {s.get('duplicated_sentences', 0):,}"
     )
     lines.append(f"tokens {s['tokens']:,} · {dollars} · {s['tool_calls']:,} tool calls · {s['wall_s']:,.0f} s")
@@ -171,6 +172,7 @@ _COMPARED = (
     "stale",
     "removed_citations",
     "uncited_sentences",
+    "ungrounded_figures",
     "contradictions",
     "duplicated_sentences",
     "tokens",

@@ -48,6 +48,7 @@ SUM_FIGURES = (
     "verified_citations",
     "removed_citations",
     "uncited_sentences",
+    "ungrounded_figures",
     "contradictions",
     "duplicated_sentences",
     "tokens",

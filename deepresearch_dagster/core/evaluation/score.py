@@ -13,6 +13,8 @@ conversation) and the lineage rows already hold everything a figure needs.
 - ``facts_found``: gold facts in the report body (before the references);
 - ``stale``: stale figures stated in a report line that does not mark them as older;
 - ``uncited_sentences``: sentences of the executive summary and key findings without ``[n]``;
+- ``ungrounded_figures``: figures of a cited claim (numbers, full dates) that none of the raw outputs
+  it cites contains — a figure the writer changed or invented, whatever its citation says;
 - ``contradictions``, ``duplicated_sentences``: sentences denying what another section states with
   a citation, and sentences stated twice (``heuristics/report_critique.py``: the report's critique).
 """
@@ -29,7 +31,7 @@ from pydantic import BaseModel, Field
 
 from ..heuristics.report_critique import CITATION, CLAIM_SECTIONS, MUST_CITE, STALE_NOTE, citations_before_end, faults
 from ..naming import plan_folder
-from ..text import json_strings, split_sentences
+from ..text import json_strings, key_figures, split_sentences
 from .matching import Haystack, any_in, contains, first_in
 from .suite import Fact, SuiteItem
 
@@ -61,6 +63,8 @@ class ItemScore(BaseModel):
     verified_citations: int = 0
     removed_citations: int = 0
     uncited_sentences: int = 0
+    ungrounded_figures: int = 0
+    ungrounded: list[str] = Field(default_factory=list, description="figures: the cited claim whose sources lack them")
     contradictions: int = 0
     duplicated_sentences: int = 0
     tokens: int = 0
@@ -152,6 +156,24 @@ def _stale_lines(item: SuiteItem, body: str) -> list[str]:
     return stated
 
 
+def ungrounded_figures(parts: ReportParts, report: dict[str, Any], partition_dir: Path) -> list[str]:
+    """Each cited claim with the figures none of its cited raw outputs states, as "figures: claim"."""
+    files = {int(c["n"]): c["artifact_file"] for c in report.get("citations", [])}
+    raws: dict[int, frozenset[str]] = {}
+    for n, name in files.items():
+        found = next(partition_dir.rglob(name), None)
+        raws[n] = key_figures(found.read_text("utf-8", errors="replace")) if found else frozenset()
+    out = []
+    for sentence in parts.sentences(CLAIM_SECTIONS):
+        cited = {int(n) for m in CITATION.finditer(sentence) for n in re.findall(r"\d+", m.group())}
+        if not cited:
+            continue  # counted as uncited
+        missing = key_figures(CITATION.sub(" ", sentence)) - frozenset().union(*(raws.get(n, set()) for n in cited))
+        if missing:
+            out.append(f"{', '.join(sorted(missing))}: {sentence}")
+    return out
+
+
 def score_item(
     item: SuiteItem,
     split: str,
@@ -193,6 +215,8 @@ def score_item(
     )
     missing = [_fact_name(f) for f in item.facts if not _fact_found(f, Haystack(body))]
     score.facts_found, score.facts_missing = len(item.facts) - len(missing), missing
+    score.ungrounded = ungrounded_figures(parts, report, partition_dir)
+    score.ungrounded_figures = len(score.ungrounded)
     score.stale_stated = _stale_lines(item, body)
     score.stale = len(score.stale_stated)
     if figures:
