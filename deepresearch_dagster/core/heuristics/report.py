@@ -391,6 +391,13 @@ def _rank(
     return (-score, f.order)
 
 
+def ranked_findings(payload: dict[str, Any]) -> list[Finding]:
+    """The findings, those that answer the question best first (by the summary's own ranking)."""
+    found = findings(payload)
+    terms, weights = _question_terms(payload["question"]), term_weights(found)
+    return sorted(found, key=lambda f: _rank(f, terms, weights=weights))
+
+
 # ------------------------------------------------------------------------------------------ sections
 
 

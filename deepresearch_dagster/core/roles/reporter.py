@@ -23,9 +23,9 @@ from ..heuristics.report import (
     REPORT_SECTIONS,
     direct_answer_text,
     extractive_section,
-    findings,
     findings_by_step,
     preceding_sentences,
+    ranked_findings,
     reconcile_corroboration,
 )
 from ..llm.contracts import MAX_SELECTED, OUTLINE, SECTION, SELECTION
@@ -67,8 +67,9 @@ FROM_GAPS = ("Suggested next steps",)
 # numbered findings that verify, those the sections every sentence of which must cite quote; the
 # Limitations are then written from the source index and the critic's gaps without a model call
 # (a small model's prose there restates the findings).
-SELECT_POOL = 40
 SELECTED = {"Executive summary": 5, "Key findings": MAX_SELECTED}
+# How many of the best-ranked findings each is offered (a small model picks among the first).
+SELECT_POOL = {"Executive summary": 15, "Key findings": 40}
 SELECT_GUIDANCE = {
     "Executive summary": "Choose up to five statements that together answer the question best, most direct first.",
     "Key findings": "Choose the statements a reader needs for each step of the plan; they are grouped by step.",
@@ -461,9 +462,9 @@ def _selected(
     cites: Callable[[str], bool],
 ) -> str:
     """A section of the findings the model picks by number from those that verify (the offline
-    writer's findings, ranked as it ranks them): the model decides what answers the question,
+    writer's findings, the best answers first): the model decides what answers the question,
     every word is quoted from a source, so nothing in it can fail verification."""
-    pool = [f for f in findings(payload) if cites(f.quoted())][:SELECT_POOL]
+    pool = [f for f in ranked_findings(payload) if cites(f.quoted())][: SELECT_POOL[heading]]
     if not pool:
         raise StructuredOutputError("reporter", f"section '{heading}': no finding verifies")
     statements = "\n".join(f"({i}) {f.quoted()}" for i, f in enumerate(pool, 1))
