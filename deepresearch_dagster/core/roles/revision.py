@@ -55,6 +55,9 @@ class Evidence:
     entries: list[dict[str, Any]]
     verify: Callable[[str], tuple[str, list[CitationCheck]]]
     memory: Callable[[list[dict[str, Any]]], dict[str, Any]]
+    # Sections the model selected rather than wrote (the select report style): revised without
+    # a model, whose prose there would not verify.
+    selected: tuple[str, ...] = ()
 
 
 class Revised(BaseModel):
@@ -206,7 +209,9 @@ def _revise_once(
             continue
         issues = [i for i in found.issues if i.section == heading]
         sources = _section_sources(body, issues, evidence.entries)
-        text = _model_section(ctx, head, heading, body, issues, payload, sources, evidence, artifact)
+        text = None
+        if heading not in evidence.selected:
+            text = _model_section(ctx, head, heading, body, issues, payload, sources, evidence, artifact)
         if text is not None and text.strip() and _verifies(heading, text, evidence):
             how.append(f"{heading}: model")
         else:
