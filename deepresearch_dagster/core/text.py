@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -320,3 +322,61 @@ def json_strings(value: Any) -> list[str]:
     if isinstance(value, list):
         return [s for v in value for s in json_strings(v)]
     return []
+
+
+# "Author: Dev", "Max count: 10": a field of a structured record (a log entry, a key: value block).
+KEY_VALUE = re.compile(r"^([A-Za-z][\w .()/-]{0,40}?):\s+(\S.*)$")
+_KEY_ONLY = re.compile(r"^[A-Za-z][\w .()/-]{0,40}:$")
+
+
+@dataclass(frozen=True)
+class Record:
+    """A block of ``Key: value`` lines: where it stands (lines ``start``..``end``), its lines and keys."""
+
+    start: int
+    end: int
+    lines: tuple[str, ...]
+    keys: tuple[str, ...]
+    intro: str = ""  # a "Commit history:" line that introduces the records
+
+    @property
+    def text(self) -> str:
+        """One line, like a table row read with its header: "Commit: 2bd41f4; Author: Dev; …"."""
+        return "; ".join(line.rstrip(";") for line in self.lines)
+
+    @property
+    def values(self) -> str:
+        return " ".join(m.group(2) if (m := KEY_VALUE.match(line)) else line for line in self.lines)
+
+
+def key_value_records(lines: list[str]) -> list[Record]:
+    """The structured records of a text: blocks of consecutive non-blank lines, at least two and
+    two thirds of them ``Key: value``, that are either repeated (two or more blocks with the same
+    keys: a log, a listing) or most of the text. A memo's "To:/Date:" header above its prose stays
+    prose; tables and headings are never records."""
+    blocks: list[tuple[int, int]] = []
+    i = 0
+    while i < len(lines):
+        if not lines[i].strip():
+            i += 1
+            continue
+        j = i
+        while j < len(lines) and lines[j].strip():
+            j += 1
+        blocks.append((i, j))
+        i = j
+    found: list[Record] = []
+    for start, end in blocks:
+        block = [ln.strip() for ln in lines[start:end]]
+        intro = ""
+        if len(block) > 2 and _KEY_ONLY.match(block[0]):
+            intro, block = block[0].rstrip(":"), block[1:]
+        pairs = [KEY_VALUE.match(ln) for ln in block]
+        keys = tuple(p.group(1) for p in pairs if p)
+        if len(keys) >= 2 and 3 * len(keys) >= 2 * len(block) and not any(ln[0] in "|#" for ln in block):
+            found.append(Record(start, end, tuple(block), keys, intro))
+    shapes = Counter(frozenset(k.lower() for k in r.keys) for r in found)
+    nonblank = sum(1 for ln in lines if ln.strip())
+    if not found or (max(shapes.values()) < 2 and 2 * sum(len(r.lines) for r in found) < nonblank):
+        return []
+    return found

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..text import NUMBER, content_terms, separator_row, split_sentences, table_cells
+from ..text import NUMBER, content_terms, key_value_records, separator_row, split_sentences, table_cells
 
 _CITED = re.compile(r"((?:\s*\[\d+\])+)")
 _NUM = re.compile(r"\[(\d+)\]")
@@ -52,7 +52,7 @@ def find_support(sentence: str, entries: list[dict[str, Any]], raws: dict[str, s
         norm_raw = normalize(raw)
         if norm_sentence and norm_sentence in norm_raw:
             return sentence.strip(), e["artifact_file"]
-        row = table_row_support(norm_sentence, raw)
+        row = table_row_support(norm_sentence, raw) or record_support(norm_sentence, raw)
         if row:
             return row, e["artifact_file"]
         # A paraphrase is supported by a quote that shares most of its words and all its numbers.
@@ -93,6 +93,17 @@ def table_row_support(norm_sentence: str, raw: str) -> str | None:
             and sum(map(len, cells)) >= 0.3 * len(norm_sentence)
         ):
             return line.strip()
+    return None
+
+
+def record_support(norm_sentence: str, raw: str) -> str | None:
+    """The raw record (a log entry, a block of ``Key: value`` lines) a finding quotes as
+    "Key: value; Key: value", as the compressor reads it (``text.key_value_records``), or None.
+    Like a table row: every line of it in the finding, making up 30 % of it or more."""
+    for record in key_value_records(raw.splitlines()):
+        fields = [normalize(line) for line in record.lines]
+        if all(f in norm_sentence for f in fields) and sum(map(len, fields)) >= 0.3 * len(norm_sentence):
+            return record.text
     return None
 
 
