@@ -377,6 +377,6 @@ def key_value_records(lines: list[str]) -> list[Record]:
             found.append(Record(start, end, tuple(block), keys, intro))
     shapes = Counter(frozenset(k.lower() for k in r.keys) for r in found)
     nonblank = sum(1 for ln in lines if ln.strip())
-    if not found or (max(shapes.values()) < 2 and 2 * sum(len(r.lines) for r in found) < nonblank):
+    if not found or (max(shapes.values()) < 2 and 2 * sum(len(r.lines) for r in found) <= nonblank):
         return []
     return found

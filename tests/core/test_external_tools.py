@@ -288,3 +288,39 @@ def test_plugins_are_found_by_entry_point_and_can_be_denied(plugin_on_path):
     assert [t.name for t in tools] == ["broken", "glossary"] and not problems
     tools, _ = plugin_tools(deny=("broken",))
     assert [t.name for t in tools] == ["glossary"]
+
+
+def test_a_repository_history_researched_offline_cites_each_commit(corpus_dir, tmp_path):
+    """Issue 29's done-when on the offline engine: the reference git server over a fixture
+    repository, allowed its read-only tools as docs/tools.md configures it (the diff tools too,
+    whose descriptions also match the question). The researcher reaches `git_log` (a tool that
+    told an earlier step nothing yields to one not tried; one that failed is not called again),
+    its entries are records that answer the step, and the report quotes each of the last three
+    commits, sha and message, in a verified citation that the audit traces to the call."""
+    from deepresearch_dagster.core.config import ResearchSettings
+    from deepresearch_dagster.core.pipeline import run_research
+
+    repo = git_repository(tmp_path / "repo")
+    git = {
+        "command": str(Path(sys.executable).parent / "mcp-server-git"),
+        "arguments": {"repo_path": str(repo)},
+        "allow": ["git_log", "git_show", "git_diff*"],
+    }
+    settings = ResearchSettings.from_env(engine="offline", corpus_dir=str(corpus_dir), mcp_servers={"git": git})
+    question = "What changed in the last three commits of this repository and why?"
+    ctx, report = run_research(question, settings, {"depth": 0}, log=lambda m: None)
+    calls = ctx.lineage.query(
+        "SELECT tool, status FROM tool_calls WHERE partition_key = ? AND tool LIKE 'git.%'", [ctx.partition_key]
+    )
+    assert ("git.git_log", "ok") in {(c["tool"], c["status"]) for c in calls}
+    assert sum(c["tool"] == "git.git_show" for c in calls) <= 1  # it failed on the step's text: once
+    shas = subprocess.run(
+        ["git", "-C", str(repo), "log", "-3", "--format=%H"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    quotes = [c["quote"] for c in report.citation_checks if c["verified"]]
+    for sha, message in zip(shas, reversed(COMMITS[1:]), strict=True):
+        assert any(sha in q and message in q for q in quotes), (sha, quotes)
+        assert sha in report.markdown
+    audit = audit_research(ctx.lineage, ctx.settings.artifacts_path, ctx.partition_key, ctx.settings.prices)
+    (log,) = {(c.tool, c.artifact_verified) for c in audit.citations if c.source.startswith("mcp://git/")}
+    assert log == ("git.git_log", True)

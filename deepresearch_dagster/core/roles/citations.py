@@ -61,10 +61,19 @@ def find_support(sentence: str, entries: list[dict[str, Any]], raws: dict[str, s
         best = max(candidates, key=lambda c: _overlap(terms, c), default=None)
         if best and _overlap(terms, best) >= 0.5 and normalize(best) in norm_raw and numbers <= _numbers(best):
             return best, e["artifact_file"]
-        raw_best = max(split_sentences(raw), key=lambda s: _overlap(terms, s), default=None)
+        raw_best = max(_prose_sentences(raw), key=lambda s: _overlap(terms, s), default=None)
         if raw_best and _overlap(terms, raw_best) >= 0.6 and numbers <= _numbers(raw_best):
             return raw_best, e["artifact_file"]
     return None
+
+
+def _prose_sentences(raw: str) -> list[str]:
+    """The raw output's sentences outside its structured records: a record supports a finding
+    only whole (``record_support``) or quoted exactly, never as a paraphrase (a log without full
+    stops would read as one sentence holding every entry's words)."""
+    lines = raw.splitlines()
+    inside = {i for r in key_value_records(lines) for i in range(r.start, r.end)}
+    return split_sentences("\n".join(line for i, line in enumerate(lines) if i not in inside) if inside else raw)
 
 
 def _numbers(text: str) -> set[str]:
