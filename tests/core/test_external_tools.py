@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -290,13 +291,12 @@ def test_plugins_are_found_by_entry_point_and_can_be_denied(plugin_on_path):
     assert [t.name for t in tools] == ["glossary"]
 
 
-def test_a_repository_history_researched_offline_cites_each_commit(corpus_dir, tmp_path):
-    """Issue 29's done-when on the offline engine: the reference git server over a fixture
-    repository, allowed its read-only tools as docs/tools.md configures it (the diff tools too,
-    whose descriptions also match the question). The researcher reaches `git_log` (a tool that
-    told an earlier step nothing yields to one not tried; one that failed is not called again),
-    its entries are records that answer the step, and the report quotes each of the last three
-    commits, sha and message, in a verified citation that the audit traces to the call."""
+GIT_QUESTION = "What changed in the last three commits of this repository and why?"
+
+
+def _git_research(corpus_dir: Path, tmp_path: Path, engine: str) -> tuple[Path, Any, Any]:
+    """The reference git server over a fixture repository, allowed its read-only tools as
+    docs/tools.md configures it, researched end to end (no Dagster: the same stages)."""
     from deepresearch_dagster.core.config import ResearchSettings
     from deepresearch_dagster.core.pipeline import run_research
 
@@ -306,21 +306,54 @@ def test_a_repository_history_researched_offline_cites_each_commit(corpus_dir, t
         "arguments": {"repo_path": str(repo)},
         "allow": ["git_log", "git_show", "git_diff*"],
     }
-    settings = ResearchSettings.from_env(engine="offline", corpus_dir=str(corpus_dir), mcp_servers={"git": git})
-    question = "What changed in the last three commits of this repository and why?"
-    ctx, report = run_research(question, settings, {"depth": 0}, log=lambda m: None)
+    settings = ResearchSettings.from_env(engine=engine, corpus_dir=str(corpus_dir), mcp_servers={"git": git})
+    ctx, report = run_research(GIT_QUESTION, settings, {"depth": 0}, log=lambda m: None)
+    return repo, ctx, report
+
+
+def _cited_commits(repo: Path, report: Any) -> list[str]:
+    """The shas of the last three commits whose sha and message one verified quote holds."""
+    shas = subprocess.run(
+        ["git", "-C", str(repo), "log", "-3", "--format=%H"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    quotes = [c["quote"] for c in report.citation_checks if c["verified"]]
+    pairs = zip(shas, reversed(COMMITS[1:]), strict=True)
+    return [sha for sha, message in pairs if any(sha in q and message in q for q in quotes)]
+
+
+def test_a_repository_history_researched_offline_cites_each_commit(corpus_dir, tmp_path):
+    """Issue 29's done-when on the offline engine. The diff tools' descriptions match the question
+    too; the researcher still reaches `git_log` (a tool that told an earlier step nothing yields to
+    one not tried; one that failed is not called again), its entries are records that answer the
+    step, and the report quotes each of the last three commits, sha and message, in a verified
+    citation that the audit traces to the call."""
+    repo, ctx, report = _git_research(corpus_dir, tmp_path, "offline")
     calls = ctx.lineage.query(
         "SELECT tool, status FROM tool_calls WHERE partition_key = ? AND tool LIKE 'git.%'", [ctx.partition_key]
     )
     assert ("git.git_log", "ok") in {(c["tool"], c["status"]) for c in calls}
     assert sum(c["tool"] == "git.git_show" for c in calls) <= 1  # it failed on the step's text: once
-    shas = subprocess.run(
-        ["git", "-C", str(repo), "log", "-3", "--format=%H"], capture_output=True, text=True, check=True
-    ).stdout.split()
-    quotes = [c["quote"] for c in report.citation_checks if c["verified"]]
-    for sha, message in zip(shas, reversed(COMMITS[1:]), strict=True):
-        assert any(sha in q and message in q for q in quotes), (sha, quotes)
-        assert sha in report.markdown
+    cited = _cited_commits(repo, report)
+    assert len(cited) == 3 and all(sha in report.markdown for sha in cited), report.citation_checks
     audit = audit_research(ctx.lineage, ctx.settings.artifacts_path, ctx.partition_key, ctx.settings.prices)
     (log,) = {(c.tool, c.artifact_verified) for c in audit.citations if c.source.startswith("mcp://git/")}
     assert log == ("git.git_log", True)
+
+
+def test_a_repository_history_researched_through_the_openai_engine(corpus_dir, tmp_path, fake_openai):
+    """The same through the openai engine against the fake model server: the model picks
+    revisions from the log; the fake's compressor cannot summarize a log (it keeps sentences
+    ending in a full stop) and falls back to the extractive one, which reads the log's records."""
+    fake_openai.script(
+        "researcher",
+        {"tool_calls": [("git__git_log", {"max_count": 3})]},
+        {"tool_calls": [("git__git_show", {"revision": "HEAD~1"})]},
+    )
+    repo, ctx, report = _git_research(corpus_dir, tmp_path, "openai")
+    offered = {t["function"]["name"]: t["function"] for t in fake_openai.requests_for("researcher")[0]["tools"]}
+    assert "repo_path" not in offered["git__git_log"]["parameters"]["properties"]
+    rows = ctx.lineage.query("SELECT * FROM tool_calls WHERE partition_key = ?", [ctx.partition_key])
+    calls = {c["tool"]: c for c in rows}
+    assert calls["git.git_log"]["status"] == calls["git.git_show"]["status"] == "ok"
+    assert calls["git.git_log"]["source"] == "mcp://git/git_log?max_count=3"
+    assert _cited_commits(repo, report)  # at least one commit, sha and message, in a verified quote
