@@ -63,7 +63,7 @@ def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
     external = load_external_tools(settings, {t.name for t in tools})
     for problem in external.problems:
         ctx.log(problem)
-    return Toolbox(tools + external.tools, close=external.close)
+    return Toolbox(tools + external.tools, close=external.close, problems=external.problems)
 
 
 def document_folder(settings: Any) -> Any:
@@ -493,6 +493,8 @@ def _execute_plan(ctx: ResearchContext, plan: ResearchPlan, toolbox: Toolbox) ->
         complete=complete,
         direct_answer=stop_reason == "direct_answer",
         skipped_documents=skipped,
+        outside_tools=[[t.name, t.origin, t.description] for t in toolbox.tools.values() if t.origin != "builtin"],
+        tool_problems=toolbox.problems,
     )
 
 
