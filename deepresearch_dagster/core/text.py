@@ -325,8 +325,10 @@ def json_strings(value: Any) -> list[str]:
 
 
 # "Author: Dev", "Max count: 10": a field of a structured record (a log entry, a key: value block).
-KEY_VALUE = re.compile(r"^([A-Za-z][\w .()/-]{0,40}?):\s+(\S.*)$")
+KEY_VALUE = re.compile(r"^([A-Za-z][\w()/.-]{0,30}(?: [\w()/.-]{1,30}){0,2}):\s+(\S.*)$")
 _KEY_ONLY = re.compile(r"^[A-Za-z][\w .()/-]{0,40}:$")
+# A longer block of "Label: value" lines is a list of facts (a fact sheet), each line its own unit.
+MAX_RECORD_FIELDS = 8
 
 
 @dataclass(frozen=True)
@@ -350,8 +352,9 @@ class Record:
 
 
 def key_value_records(lines: list[str]) -> list[Record]:
-    """The structured records of a text: blocks of consecutive non-blank lines, at least two and
-    two thirds of them ``Key: value``, that are either repeated (two or more blocks with the same
+    """The structured records of a text: blocks of consecutive non-blank lines, two to eight and at
+    least two thirds of them ``Key: value`` (a key of one to three words, values mostly not
+    sentences), that are either repeated (two or more blocks with the same
     keys: a log, a listing) or most of the text. A memo's "To:/Date:" header above its prose stays
     prose; tables and headings are never records."""
     blocks: list[tuple[int, int]] = []
@@ -371,9 +374,12 @@ def key_value_records(lines: list[str]) -> list[Record]:
         intro = ""
         if len(block) > 2 and _KEY_ONLY.match(block[0]):
             intro, block = block[0].rstrip(":"), block[1:]
-        pairs = [KEY_VALUE.match(ln) for ln in block]
-        keys = tuple(p.group(1) for p in pairs if p)
-        if len(keys) >= 2 and 3 * len(keys) >= 2 * len(block) and not any(ln[0] in "|#" for ln in block):
+        pairs = [p for p in map(KEY_VALUE.match, block) if p]
+        keys = tuple(p.group(1) for p in pairs)
+        fields = 2 <= len(keys) <= MAX_RECORD_FIELDS and 3 * len(keys) >= 2 * len(block)
+        # "Kitchen: please label food …." lines are prose: a record's values are mostly not sentences.
+        prose = 2 * sum(1 for p in pairs if ENDS_SENTENCE.search(p.group(2))) >= len(pairs)
+        if fields and not prose and not any(ln[0] in "|#" for ln in block):
             found.append(Record(start, end, tuple(block), keys, intro))
     shapes = Counter(frozenset(k.lower() for k in r.keys) for r in found)
     nonblank = sum(1 for ln in lines if ln.strip())
