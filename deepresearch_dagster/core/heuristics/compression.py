@@ -563,6 +563,13 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     # A title line repeated as text ("Board update Q4 2025" on page 1) is context, not a finding.
     title_key = _norm(payload.get("source_title") or (header.group(1) if header else ""))
     ranked = [i for i in ranked if not title_key or _norm(units[i].text) != title_key]
+    if typed:
+        # A listing's order is its tool's ranking (a log newest first, results best first): its
+        # first entries of the asked type lead, as a search listing's best match does; the
+        # entries whose values match the step follow.
+        first = [i for i in ranked if units[i].keys & (step_topic | entity)]
+        first = sorted(first)[:SUMMARY_SENTENCES]
+        ranked = first + [i for i in ranked if i not in first]
 
     def summary_ok(u: Unit) -> bool:
         # Context-dependent sentences stay eligible (scored at half): "It is named after Erasto
