@@ -357,3 +357,29 @@ def test_a_repository_history_researched_through_the_openai_engine(corpus_dir, t
     assert calls["git.git_log"]["status"] == calls["git.git_show"]["status"] == "ok"
     assert calls["git.git_log"]["source"] == "mcp://git/git_log?max_count=3"
     assert _cited_commits(repo, report)  # at least one commit, sha and message, in a verified quote
+
+
+def test_the_offline_researcher_skips_failed_tools_and_tries_new_ones_first():
+    from deepresearch_dagster.core.heuristics.tool_choice import choose_tool_calls
+
+    def tool(name: str, description: str, required: bool = False) -> dict[str, Any]:
+        props = {"revision": {"type": "string"}} if required else {"max_count": {"type": "integer", "default": 10}}
+        schema = {"properties": props, "required": ["revision"] if required else []}
+        return {"name": name, "description": description, "parameters": schema}
+
+    tools = [
+        tool("git.git_diff_staged", "Shows changes that are staged for commit"),
+        tool("git.git_log", "Shows the commit logs"),
+        tool("git.git_show", "Shows the contents of a commit", required=True),
+        tool("notes.env_token", "Say whether the server received its token"),
+    ]
+    step = {"title": "What changed in the last three commits", "description": "", "queries": []}
+    payload = {"step": step, "external_tools": tools, "calls": []}
+    # Most shared terms first ("changes", "commit"), then by name; a tool sharing none is not called.
+    assert [n for n, _ in choose_tool_calls(payload)] == ["git.git_diff_staged", "git.git_log"]
+    payload["earlier_outcomes"] = {"git.git_diff_staged": "not useful", "git.git_log": "failed"}
+    chosen = choose_tool_calls(payload)
+    assert [n for n, _ in chosen] == ["git.git_show", "git.git_diff_staged"]
+    assert chosen[0][1] == {"revision": "What changed in the last three commits"}  # the step's text
+    payload["calls"] = [{"tool": "git.git_show", "arguments": {}}]  # made in this step already
+    assert [n for n, _ in choose_tool_calls(payload)] == ["git.git_diff_staged"]
