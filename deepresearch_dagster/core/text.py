@@ -386,3 +386,39 @@ def key_value_records(lines: list[str]) -> list[Record]:
     if not found or (max(shapes.values()) < 2 and 2 * sum(len(r.lines) for r in found) <= nonblank):
         return []
     return found
+
+
+_DIFF_FILE = re.compile(r"^\+\+\+ (?:b/)?(\S.*?)\s*$")
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+MAX_HUNK_LINES = 6  # changed lines per unit: a longer hunk is several records
+
+
+def diff_hunks(lines: list[str]) -> list[Record]:
+    """The changes of a unified diff (``--- a/f``, ``+++ b/f``, ``@@ … @@``, then lines), each hunk
+    as records "Changed file: f; added: …; removed: …" of at most ``MAX_HUNK_LINES`` changed lines
+    (context lines are left out: they are what did not change). Outside a diff nothing is read."""
+    out: list[Record] = []
+    path, i = "", 0
+    while i < len(lines):
+        header = _DIFF_FILE.match(lines[i]) if i and lines[i - 1].startswith("--- ") else None
+        if header:
+            path = header.group(1)
+        if not path or not _HUNK.match(lines[i]):
+            i += 1
+            continue
+        start = i - 2 if header is None and i >= 2 and _DIFF_FILE.match(lines[i - 1]) else i
+        j, changed = i + 1, []
+        while j < len(lines) and lines[j][:1] in ("+", "-", " ", "\\") and not lines[j].startswith(("--- ", "+++ ")):
+            if lines[j][:1] in "+-" and lines[j][1:].strip():
+                changed.append(("added: " if lines[j][0] == "+" else "removed: ") + lines[j][1:].strip())
+            j += 1
+        for k in range(0, len(changed), MAX_HUNK_LINES):
+            part = changed[k : k + MAX_HUNK_LINES]
+            out.append(Record(start, j, (f"Changed file: {path}", *part), ("Changed file", "added", "removed")))
+        i = j
+    return out
+
+
+def structured_records(lines: list[str]) -> list[Record]:
+    """Key: value records and diff changes, in the order they stand."""
+    return sorted(key_value_records(lines) + diff_hunks(lines), key=lambda r: (r.start, r.end))

@@ -89,3 +89,35 @@ def test_every_record_of_a_listing_is_found_and_supports_its_own_quote(entries):
     for record, (a, b, c) in zip(records, entries, strict=True):
         assert record.text == f"Name: {a}; Owner: {b}; Status: {c}"
         assert record_support(normalize(record.text), raw) is not None
+
+
+# `git show` in the reference server: a header, the message, then a unified diff.
+SHOW = """commit 47345f53d9d86d808ce20da21f1d9f94cd2eb93d
+Author: Dev <dev@example.org>
+Date:   2026-11-26 06:57:10 +0000
+
+    Retry failed ingestion jobs on transient database errors
+
+--- a/worker.toml
++++ b/worker.toml
+@@ -1,3 +1,3 @@
+ queue = "postgres"
+-retries = 0
++retries = 3
+ timeout_s = 30
+"""
+
+
+def test_a_diff_is_changes_that_answer_a_step_about_what_changed():
+    units = extract_units(SHOW)
+    (change,) = [u for u in units if u.kind == "record"]
+    assert change.text == "Changed file: worker.toml; removed: retries = 0; added: retries = 3"
+    assert "queue" not in change.text  # context lines did not change
+    out = compress_extractively({"raw": SHOW, "kind": "text", "tool_name": "git.git_show", **STEP})
+    assert out["is_useful"] and "added: retries = 3" in " ".join([out["summary"], *out["extraction"]])
+    entry = {"artifact_file": "show.txt", "summary": change.text + ".", "extraction": []}
+    _, checks = verify_citations(f"- {change.text}. [1]\n", {1: [entry]}, {"show.txt": SHOW})
+    assert [c.verified for c in checks] == [True]
+    forged = "- Changed file: worker.toml; added: retries = 5. [1]\n"
+    _, checks = verify_citations(forged, {1: [entry]}, {"show.txt": SHOW})
+    assert [c.verified for c in checks] == [False]

@@ -38,8 +38,8 @@ from ..text import (
     estimate_tokens,
     is_instruction,
     json_strings,
-    key_value_records,
     split_sentences,
+    structured_records,
     table_cells,
     words,
 )
@@ -312,8 +312,11 @@ def extract_units(raw: str) -> list[Unit]:
     heading: set[str] = set()
     header: list[str] | None = None
     seen: set[str] = set()
-    # Log entries and key: value blocks are one unit each, read like a table row with its header.
-    records = {r.start: r for r in key_value_records(lines)}
+    # Log entries, key: value blocks and diff changes are one unit each, read like a table row
+    # with its header.
+    records: dict[int, list[Any]] = {}
+    for r in structured_records(lines):
+        records.setdefault(r.start, []).append(r)
     record_end = -1
 
     def add(text: str, kind: str, keys: set[str] | frozenset[str] = frozenset()) -> None:
@@ -342,13 +345,13 @@ def extract_units(raw: str) -> list[Unit]:
         if i < record_end:
             continue
         block = i
-        record = records.get(i)
-        if record is not None and not stale_level:
-            if record.intro:
-                heading = set(content_terms(record.intro))
-            keys = set(content_terms(" ".join(record.keys))) - set(content_terms(record.values))
-            add(_clean(record.text), "record", keys)
-            record_end = record.end
+        if i in records and not stale_level:
+            for record in records[i]:
+                if record.intro:
+                    heading = set(content_terms(record.intro))
+                keys = set(content_terms(" ".join(record.keys))) - set(content_terms(record.values))
+                add(_clean(record.text), "record", keys)
+                record_end = max(record_end, record.end)
             continue
         st = line.strip()
         if not st:

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..text import NUMBER, content_terms, key_value_records, separator_row, split_sentences, table_cells
+from ..text import NUMBER, content_terms, separator_row, split_sentences, structured_records, table_cells
 
 _CITED = re.compile(r"((?:\s*\[\d+\])+)")
 _NUM = re.compile(r"\[(\d+)\]")
@@ -72,7 +72,7 @@ def _prose_sentences(raw: str) -> list[str]:
     only whole (``record_support``) or quoted exactly, never as a paraphrase (a log without full
     stops would read as one sentence holding every entry's words)."""
     lines = raw.splitlines()
-    inside = {i for r in key_value_records(lines) for i in range(r.start, r.end)}
+    inside = {i for r in structured_records(lines) for i in range(r.start, r.end)}
     return split_sentences("\n".join(line for i, line in enumerate(lines) if i not in inside) if inside else raw)
 
 
@@ -106,10 +106,10 @@ def table_row_support(norm_sentence: str, raw: str) -> str | None:
 
 
 def record_support(norm_sentence: str, raw: str) -> str | None:
-    """The raw record (a log entry, a block of ``Key: value`` lines) a finding quotes as
-    "Key: value; Key: value", as the compressor reads it (``text.key_value_records``), or None.
-    Like a table row: every line of it in the finding, making up 30 % of it or more."""
-    for record in key_value_records(raw.splitlines()):
+    """The raw record (a log entry, a block of ``Key: value`` lines, a diff's change) a finding
+    quotes as "Key: value; Key: value", as the compressor reads it (``text.structured_records``),
+    or None. Like a table row: every line of it in the finding, making up 30 % of it or more."""
+    for record in structured_records(raw.splitlines()):
         fields = [normalize(line) for line in record.lines]
         if all(f in norm_sentence for f in fields) and sum(map(len, fields)) >= 0.3 * len(norm_sentence):
             return record.text
