@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import duckdb
@@ -20,6 +21,7 @@ from deepresearch_dagster.defs.runs import failure_reasons
 from deepresearch_dagster.launcher import run_job
 from tests.conftest import make_dagster_home
 
+FIXTURES = Path(__file__).parent / "fixtures"
 QUESTION = "What limits solid-state battery manufacturing, and how are companies scaling production?"
 
 
@@ -32,7 +34,24 @@ def materialize_question(question: str, options: dict | None = None):
     return result, key, settings, instance
 
 
-def test_offline_research_materializes_all_four_assets(isolated_env):
+def test_offline_research_materializes_all_four_assets(isolated_env, monkeypatch):
+    # Outside tools in the UI (issue 29): the fixture notes server configured (the file isolated_env
+    # names) and the glossary plugin installed are listed on tool_outputs' definition (listing a
+    # server's own tools means starting it: the materialization lists those, below with the plugin's;
+    # the server is configured for the definition only, which keeps the research as fast as before).
+    server = FIXTURES / "mcp" / "notes_server.py"
+    config = isolated_env / "no-config.toml"
+    config.write_text(
+        f'[mcp_servers.notes]\ncommand = "{sys.executable}"\nargs = ["{server}"]\nallow = ["search_notes"]\n'
+    )
+    config.chmod(0o600)
+    monkeypatch.syspath_prepend(str(FIXTURES / "plugin"))
+    specs = build_definitions(schedules=False).resolve_assets_def(AssetKey("tool_outputs")).specs_by_key
+    definition = specs[AssetKey("tool_outputs")].metadata
+    assert "mcp server notes (stdio: " in definition["mcp_servers"].value
+    assert "allow search\\_notes" in definition["mcp_servers"].value  # Markdown-escaped
+    assert "`glossary`" in definition["plugin_tools"].value and definition["mcp_server_count"] == 1
+    config.unlink()
     result, key, settings, instance = materialize_question(QUESTION)
     assert result.success
     for name in ("research_plan", "tool_outputs", "compressed_summaries", "research_report"):
@@ -54,6 +73,13 @@ def test_offline_research_materializes_all_four_assets(isolated_env):
     assert "llm_calls_all_runs" in report_meta and "llm_calls_all_runs" not in metas["tool_outputs"]
     calls_table = metas["tool_outputs"]["calls"].value
     assert "| useful | injected tokens |" in calls_table and "| yes |" in calls_table
+    # Each materialization: the outside tools this research was offered, with their calls, and
+    # what the defences against untrusted content did (issue 28; non-zero in tests/redteam).
+    offered = metas["tool_outputs"]["outside_tools"].value
+    assert "| `glossary` | plugin:dr-glossary-plugin |" in offered and "| `broken` | plugin:" in offered
+    counts = LineageStore.at(settings.duckdb_file).untrusted_counts(key)
+    assert {name: metas["tool_outputs"][name].value for name in counts} == counts
+    assert set(counts) == {"tainted_calls", "refused_calls", "flagged_sources"}
 
     partition = settings.artifacts_path / key
     report = json.loads((partition / "report.json").read_text())

@@ -227,6 +227,13 @@ def test_start_follow_and_read_a_research_in_chromium(isolated_env, corpus_dir, 
                     page.wait_for_timeout(800)  # the dialog fades in: let the screenshot show it opaque
                     page.screenshot(path=str(screens / "4_report.png"))
 
+                    # 4b. tool_outputs' materialization: what the defences against untrusted
+                    # content did (issue 28), beside the outside tools' listing (issue 29).
+                    page.goto(f"{base}/assets/tool_outputs?view=events&partition={key}")
+                    for label in ("tainted_calls", "refused_calls", "flagged_sources"):
+                        page.get_by_text(label, exact=True).first.wait_for()
+                    page.screenshot(path=str(screens / "4b_tool_outputs.png"))
+
                     # 5. evaluation_results' materialization: the per-item table and the summary.
                     page.goto(f"{base}/assets/evaluation_results?view=events&partition={evaluation_key}")
                     page.get_by_text("[Show Markdown]").first.click()

@@ -56,6 +56,12 @@ def test_webserver_shows_assets_and_partition_and_runs_it(isolated_env, corpus_d
         LineageStore.at(settings.duckdb_file), question, {"engine": "offline", "corpus_dir": str(corpus_dir)}
     )
     DagsterInstance.get().add_dynamic_partitions(RESEARCH_PARTITIONS_NAME, [key])
+    # A configured MCP server is listed on tool_outputs' definition (issue 29); the run's process
+    # reads the configuration again, after the file is gone, so the research starts no server.
+    config = Path(os.environ["DEEPRESEARCH_CONFIG"])
+    server = REPO / "tests" / "fixtures" / "mcp" / "notes_server.py"
+    config.write_text(f'[mcp_servers.notes]\ncommand = "{sys.executable}"\nargs = ["{server}"]\n')
+    config.chmod(0o600)
 
     port = _free_port()
     log = (isolated_env / "webserver.log").open("wb")
@@ -112,6 +118,14 @@ def test_webserver_shows_assets_and_partition_and_runs_it(isolated_env, corpus_d
                 path=["research_plan"],
             )["assetNodeOrError"]
             assert key in node["partitionKeys"]
+            tools_node = """query { assetNodeOrError(assetKey: {path: ["tool_outputs"]}) { ... on AssetNode {
+                metadataEntries { label ... on MarkdownMetadataEntry { mdStr } ... on IntMetadataEntry { intValue } }
+                assetMaterializations(limit: 1) { metadataEntries { label ... on IntMetadataEntry { intValue } } }
+            } } }"""
+            defined = {e["label"]: e for e in gql(tools_node)["assetNodeOrError"]["metadataEntries"]}
+            assert "mcp server notes (stdio: " in defined["mcp_servers"]["mdStr"]
+            assert defined["mcp_server_count"]["intValue"] == 1
+            config.unlink()
 
             launched = gql(
                 "mutation($params: ExecutionParams!) { launchRun(executionParams: $params) { __typename"
@@ -140,6 +154,12 @@ def test_webserver_shows_assets_and_partition_and_runs_it(isolated_env, corpus_d
                 assert time.monotonic() < run_deadline, f"run still {run['status']}"
                 time.sleep(1)
             assert run["status"] == "SUCCESS"
+            # What the defences against untrusted content did, as ints on the materialization.
+            (materialization,) = gql(tools_node)["assetNodeOrError"]["assetMaterializations"]
+            counts = {e["label"]: e.get("intValue") for e in materialization["metadataEntries"]}
+            assert {k: counts.get(k) for k in ("tainted_calls", "refused_calls", "flagged_sources")} == dict.fromkeys(
+                ("tainted_calls", "refused_calls", "flagged_sources"), 0
+            )
     finally:
         _stop(proc)
         log.close()

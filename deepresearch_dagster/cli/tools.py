@@ -14,18 +14,8 @@ from typing import Any
 from .common import EXIT_OK, settings_from_args
 
 
-def _server_line(name: str, server: Any) -> str:
-    from ..core.errors import redact
-
-    where = f"streamable HTTP {server.url}" if server.url else f"stdio: {' '.join([server.command, *server.args])}"
-    lists = "".join(
-        f"; {label} {', '.join(values)}" for label, values in (("allow", server.allow), ("deny", server.deny)) if values
-    )
-    return redact(f"mcp server {name} ({where}{lists})")
-
-
 def cmd_tools(args: argparse.Namespace) -> int:
-    from ..core.tools.external import load_external_tools
+    from ..core.tools.external import describe_server, load_external_tools
 
     settings = settings_from_args(args)
     external = load_external_tools(settings)
@@ -38,11 +28,11 @@ def cmd_tools(args: argparse.Namespace) -> int:
     finally:
         external.close()
     if args.json:
-        servers = {n: _server_line(n, s) for n, s in settings.mcp_servers.items()}
+        servers = {n: describe_server(n, s) for n, s in settings.mcp_servers.items()}
         print(json.dumps({"servers": servers, "tools": tools, "problems": external.problems}, indent=2))
         return EXIT_OK
     for name, server in settings.mcp_servers.items():
-        print(_server_line(name, server))
+        print(describe_server(name, server))
     if not tools:
         print("no plugin or MCP tools (docs/tools.md says how to add them)")
     for origin in dict.fromkeys(t["origin"] for t in tools):

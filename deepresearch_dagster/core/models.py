@@ -251,6 +251,10 @@ class ToolOutputs(BaseModel):
     direct_answer: bool = False
     # Files of the document folder that could not be indexed: [relative path, reason].
     skipped_documents: list[list[str]] = Field(default_factory=list)
+    # The plugin and MCP tools this research was offered: [name, origin, description]; and one line
+    # per server or plugin that could not be used (docs/tools.md).
+    outside_tools: list[list[str]] = Field(default_factory=list)
+    tool_problems: list[str] = Field(default_factory=list)
 
     @field_validator("followup_steps")
     @classmethod

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -320,3 +322,103 @@ def json_strings(value: Any) -> list[str]:
     if isinstance(value, list):
         return [s for v in value for s in json_strings(v)]
     return []
+
+
+# "Author: Dev", "Max count: 10": a field of a structured record (a log entry, a key: value block).
+KEY_VALUE = re.compile(r"^([A-Za-z][\w()/.-]{0,30}(?: [\w()/.-]{1,30}){0,2}):\s+(\S.*)$")
+_KEY_ONLY = re.compile(r"^[A-Za-z][\w .()/-]{0,40}:$")
+# A longer block of "Label: value" lines is a list of facts (a fact sheet), each line its own unit.
+MAX_RECORD_FIELDS = 8
+
+
+@dataclass(frozen=True)
+class Record:
+    """A block of ``Key: value`` lines: where it stands (lines ``start``..``end``), its lines and keys."""
+
+    start: int
+    end: int
+    lines: tuple[str, ...]
+    keys: tuple[str, ...]
+    intro: str = ""  # a "Commit history:" line that introduces the records
+
+    @property
+    def text(self) -> str:
+        """One line, like a table row read with its header: "Commit: 2bd41f4; Author: Dev; …"."""
+        return "; ".join(line.rstrip(";") for line in self.lines)
+
+    @property
+    def values(self) -> str:
+        return " ".join(m.group(2) if (m := KEY_VALUE.match(line)) else line for line in self.lines)
+
+
+def key_value_records(lines: list[str]) -> list[Record]:
+    """The structured records of a text: blocks of consecutive non-blank lines, two to eight and at
+    least two thirds of them ``Key: value`` (a key of one to three words, values mostly not
+    sentences), that are either repeated (two or more blocks with the same
+    keys: a log, a listing) or most of the text. A memo's "To:/Date:" header above its prose stays
+    prose; tables and headings are never records."""
+    blocks: list[tuple[int, int]] = []
+    i = 0
+    while i < len(lines):
+        if not lines[i].strip():
+            i += 1
+            continue
+        j = i
+        while j < len(lines) and lines[j].strip():
+            j += 1
+        blocks.append((i, j))
+        i = j
+    found: list[Record] = []
+    for start, end in blocks:
+        block = [ln.strip() for ln in lines[start:end]]
+        intro = ""
+        if len(block) > 2 and _KEY_ONLY.match(block[0]):
+            intro, block = block[0].rstrip(":"), block[1:]
+        pairs = [p for p in map(KEY_VALUE.match, block) if p]
+        keys = tuple(p.group(1) for p in pairs)
+        fields = 2 <= len(keys) <= MAX_RECORD_FIELDS and 3 * len(keys) >= 2 * len(block)
+        # "Kitchen: please label food …." lines are prose: a record's values are mostly not sentences.
+        prose = 2 * sum(1 for p in pairs if ENDS_SENTENCE.search(p.group(2))) >= len(pairs)
+        if fields and not prose and not any(ln[0] in "|#" for ln in block):
+            found.append(Record(start, end, tuple(block), keys, intro))
+    shapes = Counter(frozenset(k.lower() for k in r.keys) for r in found)
+    nonblank = sum(1 for ln in lines if ln.strip())
+    if not found or (max(shapes.values()) < 2 and 2 * sum(len(r.lines) for r in found) <= nonblank):
+        return []
+    return found
+
+
+_DIFF_FILE = re.compile(r"^\+\+\+ (?:b/)?(\S.*?)\s*$")
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+MAX_HUNK_LINES = 6  # changed lines per unit: a longer hunk is several records
+
+
+def diff_hunks(lines: list[str]) -> list[Record]:
+    """The changes of a unified diff (``--- a/f``, ``+++ b/f``, ``@@ … @@``, then lines), each hunk
+    as records "Changed file: f; added: …; removed: …" of at most ``MAX_HUNK_LINES`` changed lines
+    (context lines are left out: they are what did not change). Outside a diff nothing is read."""
+    out: list[Record] = []
+    path, i = "", 0
+    while i < len(lines):
+        header = _DIFF_FILE.match(lines[i]) if i and lines[i - 1].startswith("--- ") else None
+        if header:
+            path = header.group(1)
+        if not path or not _HUNK.match(lines[i]):
+            i += 1
+            continue
+        start = i - 2 if header is None and i >= 2 and _DIFF_FILE.match(lines[i - 1]) else i
+        j, changed = i + 1, []
+        while j < len(lines) and lines[j][:1] in ("+", "-", " ", "\\") and not lines[j].startswith(("--- ", "+++ ")):
+            if lines[j][:1] in "+-" and lines[j][1:].strip():
+                changed.append(("added: " if lines[j][0] == "+" else "removed: ") + lines[j][1:].strip())
+            j += 1
+        for k in range(0, len(changed), MAX_HUNK_LINES):
+            part = changed[k : k + MAX_HUNK_LINES]
+            out.append(Record(start, j, (f"Changed file: {path}", *part), ("Changed file", "added", "removed")))
+        i = j
+    return out
+
+
+def structured_records(lines: list[str]) -> list[Record]:
+    """Key: value records and diff changes, in the order they stand."""
+    return sorted(key_value_records(lines) + diff_hunks(lines), key=lambda r: (r.start, r.end))

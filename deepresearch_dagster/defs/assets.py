@@ -48,6 +48,7 @@ from ..core.store.partition_lock import PartitionBusy, partition_lock
 from .partitions import research_partitions
 from .resources import ResearchConfig, lineage_store
 from .runs import failure_kind
+from .tools import offered_tools_metadata
 
 GROUP = "research"
 # Model and tool calls can fail transiently; a retried op re-uses every stored compression.
@@ -354,6 +355,9 @@ def _tool_outputs_asset(
     with _stage(ctx, "tool_outputs"):
         outputs = research_stage(ctx, research_plan)
     metadata = _reduction_metadata(ctx)
+    # What the defences against untrusted content did (issue 28), beside the call figures: calls
+    # proposed after tool output entered the conversation, calls refused, sources flagged.
+    metadata.update(ctx.lineage.untrusted_counts(ctx.partition_key))
     if outputs.followup_steps:
         # The critic's follow-up steps belong to the research, not to the (unchanged) plan.
         metadata["followup_steps"] = MetadataValue.md(research_plan.as_markdown(outputs.followup_steps))
@@ -364,6 +368,7 @@ def _tool_outputs_asset(
     metadata["artifacts_dir"] = MetadataValue.path(str(ctx.store.raw_dir(research_plan.plan_title)))
     # Short artifact names keep the table inside the dialog; artifacts_dir has the full paths.
     metadata["calls"] = MetadataValue.md(_calls_table(outputs))
+    metadata.update(offered_tools_metadata(outputs))  # the plugin and MCP tools offered, with their calls
     if outputs.skipped_documents:
         metadata["skipped_documents"] = MetadataValue.md(
             "| file | why it was skipped |\n|---|---|\n"

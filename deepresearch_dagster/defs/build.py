@@ -10,6 +10,7 @@ from .jobs import all_jobs
 from .resources import default_resources
 from .schedules import recurring_schedules
 from .sensors import research_requests_sensor, start_research_sensor
+from .tools import with_configured_tools
 
 
 def build_definitions(schedules: bool = True) -> Definitions:
@@ -29,7 +30,11 @@ def build_definitions(schedules: bool = True) -> Definitions:
     return Definitions(
         # The evaluation asset researches its items through research_job of definitions built
         # the same way (in its run's process, only when it runs).
-        assets=[*research_assets, *evaluation_assets(lambda: build_definitions(schedules=False))],
+        # The configured MCP servers and plugin tools are listed on tool_outputs' definition.
+        assets=[
+            *with_configured_tools(research_assets, settings),
+            *evaluation_assets(lambda: build_definitions(schedules=False)),
+        ],
         asset_checks=research_checks,
         jobs=[*all_jobs, evaluation_job],
         sensors=[research_requests_sensor, start_research_sensor],

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -288,3 +289,97 @@ def test_plugins_are_found_by_entry_point_and_can_be_denied(plugin_on_path):
     assert [t.name for t in tools] == ["broken", "glossary"] and not problems
     tools, _ = plugin_tools(deny=("broken",))
     assert [t.name for t in tools] == ["glossary"]
+
+
+GIT_QUESTION = "What changed in the last three commits of this repository and why?"
+
+
+def _git_research(corpus_dir: Path, tmp_path: Path, engine: str) -> tuple[Path, Any, Any]:
+    """The reference git server over a fixture repository, allowed its read-only tools as
+    docs/tools.md configures it, researched end to end (no Dagster: the same stages)."""
+    from deepresearch_dagster.core.config import ResearchSettings
+    from deepresearch_dagster.core.pipeline import run_research
+
+    repo = git_repository(tmp_path / "repo")
+    git = {
+        "command": str(Path(sys.executable).parent / "mcp-server-git"),
+        "arguments": {"repo_path": str(repo)},
+        "allow": ["git_log", "git_show", "git_diff*"],
+    }
+    settings = ResearchSettings.from_env(engine=engine, corpus_dir=str(corpus_dir), mcp_servers={"git": git})
+    ctx, report = run_research(GIT_QUESTION, settings, {"depth": 0}, log=lambda m: None)
+    return repo, ctx, report
+
+
+def _cited_commits(repo: Path, report: Any) -> list[str]:
+    """The shas of the last three commits whose sha and message one verified quote holds."""
+    shas = subprocess.run(
+        ["git", "-C", str(repo), "log", "-3", "--format=%H"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    quotes = [c["quote"] for c in report.citation_checks if c["verified"]]
+    pairs = zip(shas, reversed(COMMITS[1:]), strict=True)
+    return [sha for sha, message in pairs if any(sha in q and message in q for q in quotes)]
+
+
+def test_a_repository_history_researched_offline_cites_each_commit(corpus_dir, tmp_path):
+    """Issue 29's done-when on the offline engine. The diff tools' descriptions match the question
+    too; the researcher still reaches `git_log` (a tool that told an earlier step nothing yields to
+    one not tried; one that failed is not called again), its entries are records that answer the
+    step, and the report quotes each of the last three commits, sha and message, in a verified
+    citation that the audit traces to the call."""
+    repo, ctx, report = _git_research(corpus_dir, tmp_path, "offline")
+    calls = ctx.lineage.query(
+        "SELECT tool, status FROM tool_calls WHERE partition_key = ? AND tool LIKE 'git.%'", [ctx.partition_key]
+    )
+    assert ("git.git_log", "ok") in {(c["tool"], c["status"]) for c in calls}
+    assert sum(c["tool"] == "git.git_show" for c in calls) <= 1  # it failed on the step's text: once
+    cited = _cited_commits(repo, report)
+    assert len(cited) == 3 and all(sha in report.markdown for sha in cited), report.citation_checks
+    audit = audit_research(ctx.lineage, ctx.settings.artifacts_path, ctx.partition_key, ctx.settings.prices)
+    (log,) = {(c.tool, c.artifact_verified) for c in audit.citations if c.source.startswith("mcp://git/")}
+    assert log == ("git.git_log", True)
+
+
+def test_a_repository_history_researched_through_the_openai_engine(corpus_dir, tmp_path, fake_openai):
+    """The same through the openai engine against the fake model server: the model picks
+    revisions from the log; the fake's compressor cannot summarize a log (it keeps sentences
+    ending in a full stop) and falls back to the extractive one, which reads the log's records."""
+    fake_openai.script(
+        "researcher",
+        {"tool_calls": [("git__git_log", {"max_count": 3})]},
+        {"tool_calls": [("git__git_show", {"revision": "HEAD~1"})]},
+    )
+    repo, ctx, report = _git_research(corpus_dir, tmp_path, "openai")
+    offered = {t["function"]["name"]: t["function"] for t in fake_openai.requests_for("researcher")[0]["tools"]}
+    assert "repo_path" not in offered["git__git_log"]["parameters"]["properties"]
+    rows = ctx.lineage.query("SELECT * FROM tool_calls WHERE partition_key = ?", [ctx.partition_key])
+    calls = {c["tool"]: c for c in rows}
+    assert calls["git.git_log"]["status"] == calls["git.git_show"]["status"] == "ok"
+    assert calls["git.git_log"]["source"] == "mcp://git/git_log?max_count=3"
+    assert _cited_commits(repo, report)  # at least one commit, sha and message, in a verified quote
+
+
+def test_the_offline_researcher_skips_failed_tools_and_tries_new_ones_first():
+    from deepresearch_dagster.core.heuristics.tool_choice import choose_tool_calls
+
+    def tool(name: str, description: str, required: bool = False) -> dict[str, Any]:
+        props = {"revision": {"type": "string"}} if required else {"max_count": {"type": "integer", "default": 10}}
+        schema = {"properties": props, "required": ["revision"] if required else []}
+        return {"name": name, "description": description, "parameters": schema}
+
+    tools = [
+        tool("git.git_diff_staged", "Shows changes that are staged for commit"),
+        tool("git.git_log", "Shows the commit logs"),
+        tool("git.git_show", "Shows the contents of a commit", required=True),
+        tool("notes.env_token", "Say whether the server received its token"),
+    ]
+    step = {"title": "What changed in the last three commits", "description": "", "queries": []}
+    payload = {"step": step, "external_tools": tools, "calls": []}
+    # Most shared terms first ("changes", "commit"), then by name; a tool sharing none is not called.
+    assert [n for n, _ in choose_tool_calls(payload)] == ["git.git_diff_staged", "git.git_log"]
+    payload["earlier_outcomes"] = {"git.git_diff_staged": "not useful", "git.git_log": "failed"}
+    chosen = choose_tool_calls(payload)
+    assert [n for n, _ in chosen] == ["git.git_show", "git.git_diff_staged"]
+    assert chosen[0][1] == {"revision": "What changed in the last three commits"}  # the step's text
+    payload["calls"] = [{"tool": "git.git_show", "arguments": {}}]  # made in this step already
+    assert [n for n, _ in choose_tool_calls(payload)] == ["git.git_diff_staged"]

@@ -134,6 +134,8 @@ def test_obedient_model_cannot_exfiltrate_or_print_injected_text(
     assert not evil_site.requests, evil_site.paths()
     assert not leaks, leaks
     assert listed, _limitations(report.markdown)
+    # The planted file is a flagged source in the figures the UI shows on tool_outputs.
+    assert ctx.lineage.untrusted_counts(ctx.partition_key)["flagged_sources"] >= 1
 
 
 def test_detector_off_the_obedient_model_is_still_refused(
@@ -164,6 +166,8 @@ def test_detector_off_the_obedient_model_is_still_refused(
     assert rows and len(refused) == len(rows), rows
     assert all(r["tainted"] for r in rows)
     assert "refused:" in _audit_text(settings, ctx.partition_key)
+    counts = ctx.lineage.untrusted_counts(ctx.partition_key)  # shown on tool_outputs in the UI
+    assert counts["refused_calls"] >= len(rows) and counts["tainted_calls"] >= len(rows), counts
     assert not evil_site.requests, evil_site.paths()
 
 

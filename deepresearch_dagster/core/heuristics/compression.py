@@ -39,6 +39,7 @@ from ..text import (
     is_instruction,
     json_strings,
     split_sentences,
+    structured_records,
     table_cells,
     words,
 )
@@ -284,12 +285,13 @@ def _compress_grep(data: dict[str, Any], step_title: str) -> dict[str, Any]:
 @dataclass
 class Unit:
     text: str
-    kind: str  # sentence | row | item
+    kind: str  # sentence | row | item | record
     pos: int
     terms: list[str] = field(default_factory=list)
     context: set[str] = field(default_factory=set)  # terms of the heading above it
     block: int = 0  # the line (paragraph) it comes from
     table: int = -1  # the table a row belongs to (-1: not a row)
+    keys: set[str] = field(default_factory=set)  # a record's field names ("commit", "author")
 
 
 def _clean(text: str) -> str:
@@ -310,28 +312,47 @@ def extract_units(raw: str) -> list[Unit]:
     heading: set[str] = set()
     header: list[str] | None = None
     seen: set[str] = set()
+    # Log entries, key: value blocks and diff changes are one unit each, read like a table row
+    # with its header.
+    records: dict[int, list[Any]] = {}
+    for r in structured_records(lines):
+        records.setdefault(r.start, []).append(r)
+    record_end = -1
 
-    def add(text: str, kind: str) -> None:
+    def add(text: str, kind: str, keys: set[str] | frozenset[str] = frozenset()) -> None:
         text = text.strip()
         n = len(words(text))
         key = text.lower()
         if key in seen or n < (2 if kind != "sentence" else 5) or n > MAX_UNIT_WORDS or len(text) < 12:
             return
-        # A table row is data whatever its first header says ("function: Field installation; …").
-        code = kind != "row" and looks_like_code(text)
+        # A table row (a record) is data whatever its first header says ("function: Field installation; …").
+        code = kind not in ("row", "record") and looks_like_code(text)
         if code or not looks_english(text) or not re.search(r"[a-z]", text):
             return
         if is_instruction(text):  # untrusted content: an instruction is never a finding
             return
         seen.add(key)
-        units.append(Unit(text, kind, len(units), content_terms(text), heading, block, table if kind == "row" else -1))
+        row_table = table if kind == "row" else -1
+        # A record's field names are what it is (every entry of a log has them), not what it says.
+        terms = [t for t in content_terms(text) if t not in keys]
+        units.append(Unit(text, kind, len(units), terms, heading, block, row_table, set(keys)))
 
     block = 0
     table = -1
     in_table = False
     stale_level = 0  # the level of a "SUPERSEDED" heading whose figures are out of date (0: none)
     for i, line in enumerate(lines):
+        if i < record_end:
+            continue
         block = i
+        if i in records and not stale_level:
+            for record in records[i]:
+                if record.intro:
+                    heading = set(content_terms(record.intro))
+                keys = set(content_terms(" ".join(record.keys))) - set(content_terms(record.values))
+                add(_clean(record.text), "record", keys)
+                record_end = max(record_end, record.end)
+            continue
         st = line.strip()
         if not st:
             header = None
@@ -451,7 +472,7 @@ def _scorer(units: list[Unit], weights: dict[str, float], entity: set[str] | Non
             s += max(concept) + 0.2 * (sum(concept) - max(concept))
         # The heading a row or item sits under tells what it is about ("## Funding" over a table).
         if u.kind != "sentence":
-            s += 0.3 * sum(w for t, w in weights.items() if t in u.context and t not in tf)
+            s += 0.3 * sum(w for t, w in weights.items() if t in u.context | u.keys and t not in tf)
         if s > 0:
             distinct = sum(1 for t in weights if t in tf)
             s *= 1 + 0.15 * min(3, distinct - 1) if distinct > 1 else 1.0
@@ -531,7 +552,10 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
         scores = [s if s > 0 else (0.01 if _fact_unit(u) else 0.0) for s, u in zip(scores, units, strict=True)]
     # A unit that names what the step or the question names is never "not useful".
     named = any(k <= set(u.terms) for k in _key_names(payload) for u in units)
-    if not (on_topic or about_entity or titled or named) or scores[best] <= 0:
+    # Records whose fields name what the step asks about ("Commit:" entries for "the last three
+    # commits") answer it, whatever words their values use.
+    typed = any((step_topic | entity) & u.keys for u in units)
+    if not (on_topic or about_entity or titled or named or typed) or scores[best] <= 0:
         return _not_useful("The output does not address the step's topic.", step_title)
 
     raw_tokens = estimate_tokens(raw)
@@ -542,6 +566,13 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     # A title line repeated as text ("Board update Q4 2025" on page 1) is context, not a finding.
     title_key = _norm(payload.get("source_title") or (header.group(1) if header else ""))
     ranked = [i for i in ranked if not title_key or _norm(units[i].text) != title_key]
+    if typed:
+        # A listing's order is its tool's ranking (a log newest first, results best first): its
+        # first entries of the asked type lead, as a search listing's best match does; the
+        # entries whose values match the step follow.
+        first = [i for i in ranked if units[i].keys & (step_topic | entity)]
+        first = sorted(first)[:SUMMARY_SENTENCES]
+        ranked = first + [i for i in ranked if i not in first]
 
     def summary_ok(u: Unit) -> bool:
         # Context-dependent sentences stay eligible (scored at half): "It is named after Erasto

@@ -1,5 +1,7 @@
 """The offline researcher's use of plugin and MCP tools: a tool whose description shares content
-terms with the step is called once per step, with the step's query in its required text arguments.
+terms with the step is called once per step, with the step's query in its required text arguments;
+a tool that failed in an earlier step of the research is not called again, and one that told
+earlier steps nothing useful yields to tools not tried yet.
 
 Built-in search and reads are orchestrated by the research team before the researcher is asked;
 outside tools are only known by their descriptions and JSON schemas, so term overlap between a
@@ -43,15 +45,18 @@ def choose_tool_calls(payload: dict[str, Any]) -> list[tuple[str, dict[str, Any]
     query = queries[0] if queries else f"{step.get('title', '')} {step.get('description', '')}".strip()
     step_terms = set(content_terms(" ".join([str(step.get("title", "")), str(step.get("description", "")), *queries])))
     called = {c.get("tool") for c in payload.get("calls") or []}
+    earlier = payload.get("earlier_outcomes") or {}
     scored = []
     for tool in payload.get("external_tools") or []:
         name = str(tool.get("name"))
-        if name in called:
+        # A tool whose call with such arguments failed in an earlier step would fail again.
+        if name in called or earlier.get(name) == "failed":
             continue
         shared = step_terms & set(content_terms(str(tool.get("description") or "")))
         if len(shared) < MIN_SHARED_TERMS:
             continue
         args = arguments_for(tool.get("parameters") or {}, query)
         if args is not None:
-            scored.append((-len(shared), name, args))
-    return [(name, args) for _, name, args in sorted(scored, key=lambda s: s[:2])[:MAX_CALLS_PER_STEP]]
+            # Tools that told earlier steps nothing yield to those not tried yet.
+            scored.append((earlier.get(name) == "not useful", -len(shared), name, args))
+    return [(s[2], s[3]) for s in sorted(scored, key=lambda s: s[:3])[:MAX_CALLS_PER_STEP]]

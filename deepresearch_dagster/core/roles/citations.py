@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..text import NUMBER, content_terms, separator_row, split_sentences, table_cells
+from ..text import NUMBER, content_terms, separator_row, split_sentences, structured_records, table_cells
 
 _CITED = re.compile(r"((?:\s*\[\d+\])+)")
 _NUM = re.compile(r"\[(\d+)\]")
@@ -52,7 +52,7 @@ def find_support(sentence: str, entries: list[dict[str, Any]], raws: dict[str, s
         norm_raw = normalize(raw)
         if norm_sentence and norm_sentence in norm_raw:
             return sentence.strip(), e["artifact_file"]
-        row = table_row_support(norm_sentence, raw)
+        row = table_row_support(norm_sentence, raw) or record_support(norm_sentence, raw)
         if row:
             return row, e["artifact_file"]
         # A paraphrase is supported by a quote that shares most of its words and all its numbers.
@@ -61,10 +61,19 @@ def find_support(sentence: str, entries: list[dict[str, Any]], raws: dict[str, s
         best = max(candidates, key=lambda c: _overlap(terms, c), default=None)
         if best and _overlap(terms, best) >= 0.5 and normalize(best) in norm_raw and numbers <= _numbers(best):
             return best, e["artifact_file"]
-        raw_best = max(split_sentences(raw), key=lambda s: _overlap(terms, s), default=None)
+        raw_best = max(_prose_sentences(raw), key=lambda s: _overlap(terms, s), default=None)
         if raw_best and _overlap(terms, raw_best) >= 0.6 and numbers <= _numbers(raw_best):
             return raw_best, e["artifact_file"]
     return None
+
+
+def _prose_sentences(raw: str) -> list[str]:
+    """The raw output's sentences outside its structured records: a record supports a finding
+    only whole (``record_support``) or quoted exactly, never as a paraphrase (a log without full
+    stops would read as one sentence holding every entry's words)."""
+    lines = raw.splitlines()
+    inside = {i for r in structured_records(lines) for i in range(r.start, r.end)}
+    return split_sentences("\n".join(line for i, line in enumerate(lines) if i not in inside) if inside else raw)
 
 
 def _numbers(text: str) -> set[str]:
@@ -93,6 +102,17 @@ def table_row_support(norm_sentence: str, raw: str) -> str | None:
             and sum(map(len, cells)) >= 0.3 * len(norm_sentence)
         ):
             return line.strip()
+    return None
+
+
+def record_support(norm_sentence: str, raw: str) -> str | None:
+    """The raw record (a log entry, a block of ``Key: value`` lines, a diff's change) a finding
+    quotes as "Key: value; Key: value", as the compressor reads it (``text.structured_records``),
+    or None. Like a table row: every line of it in the finding, making up 30 % of it or more."""
+    for record in structured_records(raw.splitlines()):
+        fields = [normalize(line) for line in record.lines]
+        if all(f in norm_sentence for f in fields) and sum(map(len, fields)) >= 0.3 * len(norm_sentence):
+            return record.text
     return None
 
 

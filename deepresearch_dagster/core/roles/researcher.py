@@ -63,7 +63,7 @@ def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
     external = load_external_tools(settings, {t.name for t in tools})
     for problem in external.problems:
         ctx.log(problem)
-    return Toolbox(tools + external.tools, close=external.close)
+    return Toolbox(tools + external.tools, close=external.close, problems=external.problems)
 
 
 def document_folder(settings: Any) -> Any:
@@ -385,6 +385,20 @@ def execute_step(
         ctx.lineage.record_context(ctx.partition_key, step.step_id, run.messages)
 
 
+def _earlier_outcomes(state: ResearchState, step_id: str) -> dict[str, str]:
+    """Per tool called in earlier steps of this research: "useful" if a call of it was, else
+    "failed" if one failed, else "not useful" (the offline researcher tries other tools first)."""
+    useful = {s.call_id for s in state.summaries if s.result.is_useful}
+    rank = {"useful": 2, "failed": 1, "not useful": 0}
+    out: dict[str, str] = {}
+    for c in state.calls:
+        if c.step_id != step_id:
+            outcome = "useful" if c.call_id in useful else "failed" if c.status != "ok" else "not useful"
+            if rank[outcome] >= rank.get(out.get(c.tool, "not useful"), 0):
+                out[c.tool] = outcome
+    return out
+
+
 def _researcher_phase(
     ctx: ResearchContext, plan: ResearchPlan, toolbox: Toolbox, run: StepRun, state: ResearchState
 ) -> None:
@@ -402,6 +416,7 @@ def _researcher_phase(
         outside = [t.function_definition()["function"] for t in toolbox.tools.values() if t.origin != "builtin"]
         if outside:  # the offline engine picks among them by their descriptions
             payload["external_tools"] = [{**d, "name": toolbox.canonical(d["name"])} for d in outside]
+            payload["earlier_outcomes"] = _earlier_outcomes(state, run.step.step_id)
         try:
             completion = complete_recorded(
                 ctx,
@@ -478,6 +493,8 @@ def _execute_plan(ctx: ResearchContext, plan: ResearchPlan, toolbox: Toolbox) ->
         complete=complete,
         direct_answer=stop_reason == "direct_answer",
         skipped_documents=skipped,
+        outside_tools=[[t.name, t.origin, t.description] for t in toolbox.tools.values() if t.origin != "builtin"],
+        tool_problems=toolbox.problems,
     )
 
 

@@ -912,6 +912,20 @@ class LineageStore:
             "llm_calls": int(llm),
         }
 
+    def untrusted_counts(self, partition_key: str) -> dict[str, int]:
+        """What the defences against untrusted content did in one research (issue 28): tool calls
+        proposed after tool output entered the conversation (``tainted``), calls refused before
+        reaching their tool (error ``refused: …``: provenance, confinement) and distinct sources
+        flagged as suspected prompt injections."""
+        row = self.query(
+            "SELECT count(*) FILTER (WHERE tainted) AS tainted_calls, "
+            "count(*) FILTER (WHERE status = 'error' AND error LIKE 'refused:%') AS refused_calls, "
+            "count(DISTINCT coalesce(source, artifact_path)) FILTER (WHERE suspected_injection IS NOT NULL) "
+            "AS flagged_sources FROM tool_calls WHERE partition_key = ?",
+            [partition_key],
+        )[0]
+        return {k: int(v or 0) for k, v in row.items()}
+
     def evaluation_figures(self, partition_key: str, exclude_roles: tuple[str, ...] = ("JUDGE",)) -> dict[str, Any]:
         """What an evaluation reads of one research: tokens per role (prompt, completion, cached),
         dollars (priced models only; ``None`` when a model is unpriced), the model per role, tool

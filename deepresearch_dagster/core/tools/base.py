@@ -69,9 +69,12 @@ def _schema_json(args_model: type[BaseModel]) -> str:
 
 
 class Toolbox:
-    def __init__(self, tools: list[Tool], close: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, tools: list[Tool], close: Callable[[], None] | None = None, problems: list[str] | None = None
+    ) -> None:
         self.tools = {t.name: t for t in tools}
         self._close = close  # stops what the tools hold open (MCP server processes)
+        self.problems = problems or []  # one line per MCP server or plugin that could not be used
 
     def canonical(self, name: str) -> str:
         """A tool's name from the name a model called it by (its wire name or its own)."""

@@ -25,7 +25,7 @@ from urllib.parse import urlencode
 from pydantic import BaseModel
 
 from ..config import ResearchSettings
-from ..errors import ToolError
+from ..errors import ToolError, redact
 from ..store.artifacts import dumps_json
 from .base import Tool, ToolResult
 from .mcp_client import MCPHub, one_line
@@ -78,6 +78,16 @@ def load_external_tools(settings: ResearchSettings, taken: set[str] = frozenset(
         deadline = (server.timeout_s or settings.tool_timeout_s) + BACKSTOP_S if server else settings.tool_timeout_s
         kept.append(bounded(tool, deadline, settings.tool_max_output_bytes))
     return ExternalTools(kept, problems + mcp_problems, hub.close)
+
+
+def describe_server(name: str, server: Any) -> str:
+    """One line per configured MCP server, for `deepresearch tools` and the Dagster UI: how it is
+    reached and its allow/deny lists; env and headers never, known secrets redacted by value."""
+    where = f"streamable HTTP {server.url}" if server.url else f"stdio: {' '.join([server.command, *server.args])}"
+    lists = "".join(
+        f"; {label} {', '.join(values)}" for label, values in (("allow", server.allow), ("deny", server.deny)) if values
+    )
+    return redact(f"mcp server {name} ({where}{lists})")
 
 
 # -- bounds ------------------------------------------------------------------------------------
