@@ -123,7 +123,7 @@ def test_tool_cache_serves_a_verified_artifact_and_misses_a_changed_one(tmp_path
 
 def test_no_sql_outside_core_store():
     out = subprocess.run(
-        ["grep", "-rnE", "SELECT|INSERT|DELETE", str(PACKAGE)], capture_output=True, text=True, check=False
+        ["grep", "-rnwE", "SELECT|INSERT|DELETE", str(PACKAGE)], capture_output=True, text=True, check=False
     ).stdout
     offenders = [line for line in out.splitlines() if "/core/store/" not in line and not line.endswith(".pyc")]
     offenders = [line for line in offenders if not re.search(r"Binary file", line)]
