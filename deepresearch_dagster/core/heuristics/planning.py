@@ -98,7 +98,9 @@ def plan_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
     plan["direct_answer"] = False
     # Whatever the input, the plan keeps the schema's bounds (title 3–200, description 10–2000).
     title = " ".join(str(plan["plan_title"]).split())[:200]
-    plan["plan_title"] = title if len(title) >= 3 else f"Research: {title or 'question'}"
+    # Too short a topic ("Who is of?" gives "Of") titles the plan with the whole question.
+    whole = question.rstrip("?!. ")[:200]
+    plan["plan_title"] = title if len(title) >= 3 else whole if len(whole) >= 3 else f"Research: {whole or 'question'}"
     # A title never ends on a dangling "and" or comma, whatever shape produced it.
     plan["steps"] = [(_DANGLING_END.sub("", t) or t, d, qs) for t, d, qs in plan["steps"]]
     plan["steps"] = [

@@ -201,7 +201,8 @@ def _revise_once(
 ) -> tuple[str, list[str]]:
     """The report with each section the critique names rewritten; returns it and how each was
     revised (``model`` or ``deterministic``)."""
-    sections = split_sections(markdown)
+    original = split_sections(markdown)
+    sections = list(original)
     how = []
     named = found.sections()
     for k, (heading, body) in enumerate(sections):
@@ -218,7 +219,7 @@ def _revise_once(
             text = revise_deterministically(body, heading, issues, payload)
             how.append(f"{heading}: deterministic")
         sections[k] = (heading, text)
-    revised = join_sections(sections)
+    revised = join_sections(_unemptied(original, sections))
     # What the model's sections left of the issues (a repeat, a denial) is fixed without a model.
     left = critique_report(revised, payload)
     if left.issues:
@@ -229,7 +230,7 @@ def _revise_once(
             else (h, b)
             for h, b in sections
         ]
-        revised = join_sections(sections)
+        revised = join_sections(_unemptied(original, sections))
     return revised, how
 
 
@@ -260,12 +261,10 @@ def revise_report(
         write_artifact(ctx, revision_file, revised)
         after = critique(ctx, revised, payload, f"report_critique/{name}_round{r}.json")
         write_artifact(ctx, f"report_critique/{name}_round{r}.json", after.model_dump())
-        # Fewer issues by emptying a section (a duplicate removed from a section that held
-        # nothing else) is no better report.
-        accepted = after.total <= found.total and not _emptied(current, revised)
+        accepted = after.total <= found.total
         rounds.append({**_row(draft, r, "revision", after, revision_file, accepted), "sections": how})
         if not accepted:
-            ctx.log(f"revision round {r} discarded: {after.total} issue(s) against {found.total}, or a section emptied")
+            ctx.log(f"revision round {r} discarded: {after.total} issue(s) against {found.total}")
             break
         current, found = revised, after
     if current != markdown:
@@ -274,10 +273,11 @@ def revise_report(
     return Revised(markdown=current, checks=checks, before=before, after=found, rounds=rounds)
 
 
-def _emptied(before: str, after: str) -> bool:
-    """Whether a section that held text before holds none after."""
-    kept = {h for h, b in split_sections(after) if b.strip()}
-    return any(h and b.strip() and h not in kept for h, b in split_sections(before))
+def _unemptied(before: list[tuple[str, str]], after: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``after`` with each section it emptied as it was ``before``: repeats removed from a section
+    that held nothing else (its findings all quoted by the summary) leave no better report."""
+    was = dict(before)
+    return [(h, b if b.strip() or not was.get(h, "").strip() else was[h]) for h, b in after]
 
 
 def _row(draft: int, round_: int, stage: str, found: ReportCritique, artifact: str, accepted: bool) -> dict[str, Any]:
