@@ -99,9 +99,9 @@ def test_a_section_whose_every_citation_is_wrong_is_mended_sentence_by_sentence(
 
 
 def test_the_select_style_quotes_the_verified_findings_the_model_picks(fake_openai, corpus_dir, monkeypatch):
-    """``report_style=select`` (a small model): the model picks findings by number for the
-    executive summary and key findings; every word there is quoted from a source, so nothing is
-    rewritten, dropped or removed, and no section falls back."""
+    """``report_style=select`` (a small model): the model picks by number the findings the
+    executive summary quotes; the other sections are the extractive writer's. Every word there is
+    quoted from a source, so nothing is rewritten, dropped or removed, and no section falls back."""
     monkeypatch.setenv("DEEPRESEARCH_REPORT_STYLE", "select")
     result, key, _, _ = materialize_question(QUESTION, {"engine": "openai", "corpus_dir": str(corpus_dir)})
     assert result.success
@@ -114,8 +114,8 @@ def test_the_select_style_quotes_the_verified_findings_the_model_picks(fake_open
     asks = [str(r["messages"][-1]["content"]) for r in fake_openai.requests_for("reporter")]
     selects = [a for a in asks if "Choose the statements for the section:" in a]
     sections = [re.search(r"Choose the statements for the section: (.+)", a).group(1) for a in selects]
-    assert sections == ["Executive summary", "Key findings"]
-    assert not [a for a in asks if "Write the outline first" in a or "Write the section: Limitations" in a]
+    assert sections == ["Executive summary"]
+    assert not [a for a in asks if "Write the outline first" in a or "Write the section:" in a]
     revised = [r for r in report["critique"]["rounds"] if r["stage"] == "revision"]
     named = [h for r in revised for h in r["sections"] if h.split(":")[0] in sections]
     assert all(h.endswith(": deterministic") for h in named)

@@ -577,15 +577,13 @@ def _exec_summary(payload: dict[str, Any]) -> str:
 
 
 def _key_findings(payload: dict[str, Any]) -> str:
-    found = findings(payload)
-    return findings_by_step(found, payload["plan"]) if found else NO_FINDINGS
-
-
-def findings_by_step(found: list[Finding], plan: dict[str, Any]) -> str:
     """The findings under the step each answers; a step with none is left out (Limitations names
     it), since a bullet saying so would be the one sentence of the section that cites nothing."""
+    found = findings(payload)
+    if not found:
+        return NO_FINDINGS
     blocks: list[str] = []
-    for step in _all_steps(plan):
+    for step in _all_steps(payload["plan"]):
         sid = str(step["step_id"])
         mine = [f for f in found if f.placed == sid]
         if mine:
@@ -643,8 +641,7 @@ def _analysis(payload: dict[str, Any]) -> str:
 
 def _limitations(payload: dict[str, Any]) -> str:
     lines = [
-        "- Written by the offline extractive engine: every finding is a sentence quoted from a compressed "
-        "source summary, not a synthesis."
+        "- Every finding is a sentence quoted from a compressed source summary, not a synthesis."
     ]
     empty = [s["title"] for s in unanswered_steps(payload)]
     if empty:

@@ -23,12 +23,11 @@ from ..heuristics.report import (
     REPORT_SECTIONS,
     direct_answer_text,
     extractive_section,
-    findings_by_step,
     preceding_sentences,
     ranked_findings,
     reconcile_corroboration,
 )
-from ..llm.contracts import MAX_SELECTED, OUTLINE, SECTION, SELECTION
+from ..llm.contracts import OUTLINE, SECTION, SELECTION
 from ..llm.prompts import render
 from ..llm.structured import call_structured, complete_recorded, record_completion, record_fallback
 from ..models import (
@@ -63,17 +62,13 @@ INDEX_ONLY = ("Limitations",)
 # Sections rendered from the critic's structured gaps (description, suggested query), whatever the
 # engine: what to search next is the critic's finding, not the reporter model's prose.
 FROM_GAPS = ("Suggested next steps",)
-# The "select" report style (settings.report_style): the model picks, from at most this many
-# numbered findings that verify, those the sections every sentence of which must cite quote; the
-# Limitations are then written from the source index and the critic's gaps without a model call
-# (a small model's prose there restates the findings).
-SELECTED = {"Executive summary": 5, "Key findings": MAX_SELECTED}
-# How many of the best-ranked findings each is offered (a small model picks among the first).
-SELECT_POOL = {"Executive summary": 15, "Key findings": 40}
-SELECT_GUIDANCE = {
-    "Executive summary": "Choose up to five statements that together answer the question best, most direct first.",
-    "Key findings": "Choose the statements a reader needs for each step of the plan; they are grouped by step.",
-}
+# The "select" report style (settings.report_style), for a model whose prose does not verify: it
+# picks by number, from the best-ranked findings that verify, those the executive summary quotes;
+# every other section is the extractive writer's (quoted findings, the source index, the gaps),
+# and no outline is asked (it would only guide the model's own sections).
+SELECTED = ("Executive summary",)
+SELECT_LIMIT = 5  # findings the summary quotes
+SELECT_POOL = 10  # best-ranked findings offered (a small model picks among the first)
 # A context window this small (tokens) marks a small local model: report_style "auto" selects.
 SMALL_WINDOW = 8192
 # Later sections see each earlier one cut to this many characters (to avoid repeating it).
@@ -384,7 +379,7 @@ def _sections(
     written: list[tuple[str, str]] = []
     fallbacks = 0
     for heading in headings:
-        if heading in FROM_GAPS or (select and heading in INDEX_ONLY):
+        if heading in FROM_GAPS or (select and heading not in SELECTED):
             written.append((heading, extractive_section(heading, payload)))
             continue
         if select and heading in SELECTED:
@@ -464,7 +459,7 @@ def _selected(
     """A section of the findings the model picks by number from those that verify (the offline
     writer's findings, the best answers first): the model decides what answers the question,
     every word is quoted from a source, so nothing in it can fail verification."""
-    pool = [f for f in ranked_findings(payload) if cites(f.quoted())][: SELECT_POOL[heading]]
+    pool = [f for f in ranked_findings(payload) if cites(f.quoted())][:SELECT_POOL]
     if not pool:
         raise StructuredOutputError("reporter", f"section '{heading}': no finding verifies")
     statements = "\n".join(f"({i}) {f.quoted()}" for i, f in enumerate(pool, 1))
@@ -472,8 +467,7 @@ def _selected(
         "reporter_select",
         heading=heading,
         statements=spotlight(statements, data_marker(ctx.partition_key)),
-        guidance=SELECT_GUIDANCE[heading],
-        limit=SELECTED[heading],
+        limit=SELECT_LIMIT,
     )
     picked = call_structured(
         ctx,
@@ -483,12 +477,10 @@ def _selected(
         SELECTION,
         artifact="report.md",
     ).ids
-    chosen = [pool[i - 1] for i in picked if i <= len(pool)][: SELECTED[heading]]
+    chosen = [pool[i - 1] for i in picked if i <= len(pool)][:SELECT_LIMIT]
     if not chosen:
         raise StructuredOutputError("reporter", f"section '{heading}': no statement number from 1 to {len(pool)}")
-    if heading == "Executive summary":
-        return " ".join(f.quoted(close=True) for f in chosen)
-    return findings_by_step(chosen, payload["plan"])
+    return " ".join(f.quoted(close=True) for f in chosen)
 
 
 def write_report(
@@ -590,7 +582,7 @@ def write_report(
         entries=entries,
         verify=lambda text: verify_citations(one_number_each(text), entries_by_n, raws),
         memory=lambda sources: _working_memory(ctx, _memory_text(sources, raw)),
-        selected=tuple(SELECTED) if not outputs.direct_answer and report_style(ctx) == "select" else (),
+        selected=SELECTED if not outputs.direct_answer and report_style(ctx) == "select" else (),
     )
     revised = revise_report(ctx, body, checks, payload, evidence, head, draft)
     body, checks = revised.markdown, revised.checks
