@@ -302,11 +302,16 @@ def wait_ready(worker: subprocess.Popen, folder: Path, timeout_s: float = 120.0)
 def test_compressions_fan_out_over_two_celery_workers(pg, s3, redis_url, isolated_env, monkeypatch):
     from collections import Counter
 
+    from dagster_celery import core_execution_loop
+
     from deepresearch_dagster.launcher import run_job
 
     (Path(os.environ["DAGSTER_HOME"]) / "dagster.yaml").unlink()
     monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", pg.url)
     monkeypatch.setenv("DEEPRESEARCH_DUCKDB", str(isolated_env / "lineage.duckdb"))  # one host: a shared file
+    # dagster-celery looks for finished tasks once a second; a stage then waits up to a second for
+    # the one before it. A tenth of a second here: the same tasks, the same workers.
+    monkeypatch.setattr(core_execution_loop, "TICK_SECONDS", 0.1)
     use_s3(monkeypatch, s3, f"s3://{BUCKET}/fan-out")
     # The workers start (about as long as the research takes) while this process researches.
     workers = [
