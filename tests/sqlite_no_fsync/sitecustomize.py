@@ -9,6 +9,7 @@ written pages are in the operating system's cache); only a power cut could lose 
 project's own fsyncs (raw artifacts, DuckDB) are untouched.
 """
 
+import contextlib
 import sqlite3
 
 if not getattr(sqlite3.connect, "without_fsync", False):
@@ -16,7 +17,8 @@ if not getattr(sqlite3.connect, "without_fsync", False):
 
     def _connect_without_fsync(*args, **kwargs):
         connection = _connect(*args, **kwargs)
-        connection.execute("PRAGMA synchronous=OFF")
+        with contextlib.suppress(sqlite3.Error):  # a full disk: the connection fails later, as without this
+            connection.execute("PRAGMA synchronous=OFF")
         return connection
 
     _connect_without_fsync.without_fsync = True
