@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 DEMO_QUESTION ?= What are the main challenges in commercializing solid-state batteries, and how are manufacturers addressing them?
 
-.PHONY: install demo test dev docs lint bench redteam eval clean
+.PHONY: install demo test dev docs lint bench redteam eval clean team-demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,12 @@ demo: install
 PYTEST_WORKERS ?= 2
 test: install
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS)
+
+# A team deployment rehearsed on one machine (docs/deployment.md): Postgres, Redis, an S3-API server
+# and two Celery workers on 127.0.0.1, one research and its recompression over the workers; prints
+# where things went, then stops everything it started. Needs Debian's postgresql and redis-server.
+team-demo: install
+	PYTHONPATH=$(CURDIR) $(BIN)/python deploy/team_demo.py
 
 # The default evaluation suite (suites/README.md) on the offline engine: a table per item, the
 # summary, and artifacts/evaluations/<key>/eval.{json,md}; items already researched are resumed.

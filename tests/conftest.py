@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import importlib.util
+import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import astuple
@@ -30,6 +32,14 @@ COMPRESS_ARGV = (
 )
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / "deepresearch_dagster"
 SECRET_KEY = "sk-test-secret-do-not-leak-1234"
+
+# SQLite without fsync (tests/sqlite_no_fsync/sitecustomize.py says why) in this process and in
+# every Python process a test starts (they inherit PYTHONPATH).
+SQLITE_NO_FSYNC = Path(__file__).parent / "sqlite_no_fsync"
+if str(SQLITE_NO_FSYNC) not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SQLITE_NO_FSYNC), os.environ.get("PYTHONPATH")]))
+_spec = importlib.util.spec_from_file_location("tests_sqlite_no_fsync", SQLITE_NO_FSYNC / "sitecustomize.py")
+_spec.loader.exec_module(importlib.util.module_from_spec(_spec))
 
 
 @pytest.fixture(scope="session")

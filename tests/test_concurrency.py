@@ -1,7 +1,8 @@
-"""Researches at once: four ``deepresearch run`` processes (and a fifth, alone, for comparison) on
+"""Researches at once: three ``deepresearch run`` processes (and a fourth, alone, for comparison) on
 two cores write to one DuckDB file and one Dagster instance (``benchmarks/throughput.py`` runs 4
 and 8). DuckDB admits one writing process at a time, so every lineage write is a
-short connection retried with backoff; this test proves no run fails and no row is lost."""
+short connection retried with backoff; this test proves no run fails and no row is lost. More
+writers than cores are enough to make them take turns; more of them only make the test longer."""
 
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ from tests.conftest import make_dagster_home
 
 QUESTIONS = [
     "What limits the energy density of solid-state batteries?",
-    "Which materials are used as solid electrolytes and why?",
     "How effective are green roofs at cooling cities?",
     "How did early computers store data in memory?",
 ]

@@ -42,27 +42,35 @@ def test_a_killed_research_resumes_with_no_repeated_model_call_and_the_same_repo
     expected = Path(reference["report_md"]).read_bytes()
     assert total >= 8
 
-    # Kill early (planning, first compressions), midway (researching) and late (report sections).
-    for kill_after in (3, total // 2, total - 2):
-        root = isolated_env / f"killed_after_{kill_after}"
+    # One research killed early (planning, first compressions), midway (researching) and late
+    # (report sections): each process resumes what the previous one was killed in, then is killed
+    # itself at the next point; the last one finishes. Every stage is resumed from once.
+    root = isolated_env / "killed"
+    first = len(fake_openai.requests)
+    asked: list[str] = []  # what the killed processes asked, in order
+    for kill_at in (3, total // 2, total - 2):
         before = len(fake_openai.requests)
         proc = subprocess.Popen(_command(corpus_dir), env=_env(root), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)  # fmt: skip
         deadline = time.monotonic() + 180
-        while len(fake_openai.requests) - before < kill_after and proc.poll() is None:
+        while len(fake_openai.requests) - first < kill_at and proc.poll() is None:
             assert time.monotonic() < deadline, "the research never reached the kill point"
             time.sleep(0.01)
+        assert proc.poll() is None, f"the research ended before the kill point {kill_at}"
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        asked = _fingerprints(fake_openai.requests[before:])
-        assert 0 < len(asked) < total, "killed before the first or after the last model request"
+        assert proc.wait() == -signal.SIGKILL
+        segment = _fingerprints(fake_openai.requests[before:])
+        # At most the request in flight at the previous kill (sent, never answered) is sent again.
+        repeated = [fp for fp in segment if fp in asked]
+        assert len(repeated) <= 1, f"{len(repeated)} model requests repeated after the kill before {kill_at}"
+        asked += segment
 
-        resumed = _run(corpus_dir, root)
-        again = _fingerprints(fake_openai.requests[before + len(asked) :])
-        repeated = [fp for fp in again if fp in asked]
-        # At most the request in flight at the kill (sent, never answered) is sent again.
-        assert len(repeated) <= 1, f"{len(repeated)} model requests repeated after a kill at {kill_after}"
-        assert len(asked) + len(again) <= total + 1
-        assert Path(resumed["report_md"]).read_bytes() == expected
-        # The killed writer's temp files are gone (partition and corpus cache), not left for later.
-        assert not list(root.rglob(".*.tmp")), f"temp files left after a kill at {kill_after}"
+    resumed = _run(corpus_dir, root)
+    again = _fingerprints(fake_openai.requests[first + len(asked) :])
+    repeated = [fp for fp in again if fp in asked]
+    assert len(repeated) <= 1, f"{len(repeated)} model requests repeated after the kill at {total - 2}"
+    assert 0 < len(again) < total
+    assert len(asked) + len(again) <= total + 3  # one request in flight per kill
+    assert Path(resumed["report_md"]).read_bytes() == expected
+    # The killed writers' temp files are gone (partition and corpus cache), not left for later.
+    assert not list(root.rglob(".*.tmp")), "temp files left after the kills"

@@ -1,8 +1,8 @@
 """A team deployment against real servers (docs/deployment.md): the Dagster instance in Postgres,
 the partition lock across hosts, artifacts on an object store, steps on Celery workers. Each server
 starts once per test process (session fixtures: the long tests can run on both xdist workers at
-once), from tests/servers.py, on 127.0.0.1; a test is skipped, with the reason, only where its
-server cannot be installed."""
+once) on 127.0.0.1, from deepresearch_dagster/local_servers.py (``make team-demo`` uses them too);
+a test is skipped, with the reason, only where its server cannot be installed."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from deepresearch_dagster import local_servers as servers
 from deepresearch_dagster.cli import main
 from deepresearch_dagster.core.config import ResearchSettings, load_settings
 from deepresearch_dagster.core.errors import ArtifactIntegrityError, ConfigError
@@ -22,7 +22,6 @@ from deepresearch_dagster.core.models import ResearchPlan, ToolOutputs
 from deepresearch_dagster.core.store.artifacts import ArtifactStore
 from deepresearch_dagster.core.store.object_store import object_root
 from deepresearch_dagster.core.store.partition_lock import PartitionBusy, partition_lock
-from tests import servers
 
 REPO = Path(__file__).resolve().parents[1]
 QUESTION = "What limits solid-state battery manufacturing, and how are companies scaling production?"
@@ -278,46 +277,31 @@ def redis_url() -> str:
         yield url
 
 
-def start_worker(name: str, folder: Path, env: dict[str, str]) -> subprocess.Popen:
-    """A Celery worker in a folder of its own (its working copy of the artifacts, its DAGSTER_HOME)."""
-    folder.mkdir(parents=True)
-    own = {**env, "DEEPRESEARCH_ARTIFACTS_DIR": str(folder / "artifacts"), "DAGSTER_HOME": str(folder / "home")}
-    celery = Path(sys.executable).parent / "celery"
-    argv = [str(celery), "-A", "deepresearch_dagster.celery_app", "worker", "-Q", "dagster", "--concurrency", "1"]
-    argv += ["-n", f"{name}@%h", "--without-heartbeat", "--without-mingle", "--without-gossip", "--loglevel", "INFO"]
-    log = (folder / "worker.log").open("w")
-    return subprocess.Popen(argv, cwd=folder, env=own, stdout=log, stderr=subprocess.STDOUT)
-
-
-def wait_ready(worker: subprocess.Popen, folder: Path, timeout_s: float = 120.0) -> None:
-    """Until the worker's log says it is ready (it then takes tasks), or it exits."""
-    deadline = time.monotonic() + timeout_s
-    while " ready." not in (folder / "worker.log").read_text():
-        assert worker.poll() is None, (folder / "worker.log").read_text()[-2000:]
-        assert time.monotonic() < deadline, f"worker in {folder} not ready after {timeout_s:g} s"
-        time.sleep(0.1)
-
-
 @pytest.mark.fresh_dagster_home
 def test_compressions_fan_out_over_two_celery_workers(pg, s3, redis_url, isolated_env, monkeypatch):
     from collections import Counter
+
+    from dagster_celery import core_execution_loop
 
     from deepresearch_dagster.launcher import run_job
 
     (Path(os.environ["DAGSTER_HOME"]) / "dagster.yaml").unlink()
     monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", pg.url)
     monkeypatch.setenv("DEEPRESEARCH_DUCKDB", str(isolated_env / "lineage.duckdb"))  # one host: a shared file
+    # dagster-celery looks for finished tasks once a second; a stage then waits up to a second for
+    # the one before it. A tenth of a second here: the same tasks, the same workers.
+    monkeypatch.setattr(core_execution_loop, "TICK_SECONDS", 0.1)
     use_s3(monkeypatch, s3, f"s3://{BUCKET}/fan-out")
     # The workers start (about as long as the research takes) while this process researches.
     workers = [
-        start_worker(name, isolated_env / name, {**os.environ, "DEEPRESEARCH_CELERY_BROKER_URL": redis_url})
+        servers.start_worker(name, isolated_env / name, {**os.environ, "DEEPRESEARCH_CELERY_BROKER_URL": redis_url})
         for name in ("w1", "w2")
     ]
     try:
         assert main(["run", QUESTION, "--engine", "offline", "--quiet", *SMALL]) == 0
         monkeypatch.setenv("DEEPRESEARCH_CELERY_BROKER_URL", redis_url)
         for name, worker in zip(("w1", "w2"), workers, strict=True):
-            wait_ready(worker, isolated_env / name)
+            servers.wait_ready(worker, isolated_env / name)
         # A replay with another compressor prompt: every stored raw output is compressed again, one
         # mapped op each, taken by whichever worker is free.
         prompt = isolated_env / "compressor_v2.md"

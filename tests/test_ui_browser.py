@@ -47,6 +47,7 @@ LOCATION = "deepresearch_dagster.definitions"  # workspace.yaml's python_module
 QUESTION = "Sodium-ion batteries: how do they work, and what do they cost (per kWh)? [a 2026 view]"
 STARTUP_S = 120  # `dagster dev` on a busy 2-core machine: webserver, daemon, code servers
 RUN_S = 150
+POLL_S = 0.25  # the GraphQL polls: a cheap query, so a run or sensor tick is seen within a quarter second
 
 # The launchpad's editor (CodeMirror): the cursor between the quotes of the empty `question: ""`
 # it opens with, as a person clicking there would leave it; returns that line (null if none).
@@ -57,6 +58,16 @@ CURSOR_IN_EMPTY_QUESTION = """() => {
     if (m) { cm.focus(); cm.setCursor({line: i, ch: m[1].length + 1}); return cm.getLine(i); }
   }
   return null;
+}"""
+
+# The Markdown dialog has faded in (for the screenshot): it and its ancestors are opaque and no
+# transition of theirs or of its content is still running.
+DIALOG_SETTLED = """() => {
+  const d = document.querySelector('[role="dialog"]');
+  if (!d) return false;
+  for (let e = d; e; e = e.parentElement) if (getComputedStyle(e).opacity !== '1') return false;
+  return document.getAnimations().every(a => a.playState !== 'running' || !a.effect || !a.effect.target
+    || !(d.contains(a.effect.target) || a.effect.target.contains(d)));
 }"""
 
 pytestmark = pytest.mark.skipif(
@@ -90,7 +101,7 @@ def _wait_for_server(http: httpx.Client, proc: subprocess.Popen[bytes], log: Pat
         except (httpx.TransportError, ValueError, KeyError, TypeError):
             pass
         assert time.monotonic() < deadline, "dagster dev did not come up:\n" + log.read_text()[-3000:]
-        time.sleep(1)
+        time.sleep(POLL_S)
 
 
 def _gql(http: httpx.Client, query: str, **variables: Any) -> dict[str, Any]:
@@ -107,7 +118,7 @@ def _wait_for_run(http: httpx.Client, run_id: str, log: Path) -> str:
         if status in ("SUCCESS", "FAILURE", "CANCELED"):
             return status
         assert time.monotonic() < deadline, f"run {run_id} still {status}:\n" + log.read_text()[-3000:]
-        time.sleep(1)
+        time.sleep(POLL_S)
 
 
 def _research_run_started_by(http: httpx.Client, start_run_id: str, log: Path) -> str:
@@ -120,7 +131,7 @@ def _research_run_started_by(http: httpx.Client, start_run_id: str, log: Path) -
         if results:
             return results[0]["runId"]
         assert time.monotonic() < deadline, "the sensor launched no research_job run:\n" + log.read_text()[-3000:]
-        time.sleep(1)
+        time.sleep(POLL_S)
 
 
 def _skip_community_dialog(page: Any) -> None:
@@ -142,17 +153,6 @@ def test_start_follow_and_read_a_research_in_chromium(isolated_env, corpus_dir, 
     monkeypatch.setenv("DEEPRESEARCH_DEPTH", "0")
     screens = _screens()
     print(f"screenshots: {screens}")
-    # An evaluation of one item, recorded in the same instance: its table is read in step 5.
-    suite = isolated_env / "suite.jsonl"
-    item = {"id": "density", "question": "What energy density did sodium-ion cells reach?", "answers": ["160 Wh/kg"]}
-    suite.write_text(json.dumps(item) + "\n")
-    evaluated = subprocess.run(
-        [sys.executable, "-m", "deepresearch_dagster.cli", "eval", str(suite), "--engine", "offline", "--json",
-         "--quiet", "--max-steps", "2", "--depth", "0"],
-        capture_output=True, text=True, env=dict(os.environ), cwd=REPO, check=False, timeout=300,
-    )  # fmt: skip
-    assert evaluated.returncode == 0, evaluated.stderr
-    evaluation_key = json.loads(evaluated.stdout)["key"]
     port = _free_port()
     log_path = isolated_env / "dagster_dev.log"
     log = log_path.open("wb")
@@ -164,6 +164,16 @@ def test_start_follow_and_read_a_research_in_chromium(isolated_env, corpus_dir, 
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    # An evaluation of one item, recorded in the same instance (as a user's CLI run beside `make
+    # dev` is): its table is read in step 5. It runs while the UI starts and the research runs.
+    suite = isolated_env / "suite.jsonl"
+    item = {"id": "density", "question": "What energy density did sodium-ion cells reach?", "answers": ["160 Wh/kg"]}
+    suite.write_text(json.dumps(item) + "\n")
+    evaluation = subprocess.Popen(
+        [sys.executable, "-m", "deepresearch_dagster.cli", "eval", str(suite), "--engine", "offline", "--json",
+         "--quiet", "--max-steps", "2", "--depth", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ), cwd=REPO,
+    )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     key = partition_key_for(QUESTION)
     try:
@@ -224,7 +234,7 @@ def test_start_follow_and_read_a_research_in_chromium(isolated_env, corpus_dir, 
                     reference = dialog.locator("li").filter(has_text=re.compile(r"^\s*\[\d+\]"))
                     assert reference.count() >= 1, text[-2000:]
                     assert "sodium_ion" in reference.first.inner_text()
-                    page.wait_for_timeout(800)  # the dialog fades in: let the screenshot show it opaque
+                    page.wait_for_function(DIALOG_SETTLED)  # it fades in: the screenshot shows it opaque
                     page.screenshot(path=str(screens / "4_report.png"))
 
                     # 4b. tool_outputs' materialization: what the defences against untrusted
@@ -235,17 +245,23 @@ def test_start_follow_and_read_a_research_in_chromium(isolated_env, corpus_dir, 
                     page.screenshot(path=str(screens / "4b_tool_outputs.png"))
 
                     # 5. evaluation_results' materialization: the per-item table and the summary.
+                    out, err = evaluation.communicate(timeout=300)
+                    assert evaluation.returncode == 0, err
+                    evaluation_key = json.loads(out)["key"]
                     page.goto(f"{base}/assets/evaluation_results?view=events&partition={evaluation_key}")
                     page.get_by_text("[Show Markdown]").first.click()
                     dialog = page.get_by_role("dialog")
                     dialog.get_by_text(f"Evaluation {evaluation_key}").first.wait_for()
                     text = dialog.inner_text()
                     assert "density" in text and "plain answers" in text, text[:2000]
-                    page.wait_for_timeout(800)
+                    page.wait_for_function(DIALOG_SETTLED)
                     page.screenshot(path=str(screens / "5_evaluation.png"))
                 finally:
                     browser.close()
     finally:
+        if evaluation.poll() is None:
+            evaluation.kill()
+            evaluation.communicate()
         _stop(proc)
         # dagster dev's webserver, daemon and code servers share its session: none may outlive it.
         with contextlib.suppress(ProcessLookupError):

@@ -105,6 +105,7 @@ def advisory_partition_lock(
     conn = connect(url, application_name=holder_name(run_id))
     deadline = time.monotonic() + wait_s if math.isfinite(wait_s) else math.inf
     told = False
+    unnamed = 0
     try:
         while True:
             with conn.cursor() as cur:
@@ -114,6 +115,11 @@ def advisory_partition_lock(
             held_by, held_by_run = holder(conn, key)
             if held_by_run and held_by_run == run_id[:40]:
                 break
+            if not held_by and unnamed < 3:
+                # No holder found: most likely it let go between the two queries (another worker's
+                # step of the same run ending as this one starts), so try again at once.
+                unnamed += 1
+                continue
             if time.monotonic() >= deadline:
                 raise busy(held_by)
             if on_wait is not None and not told:

@@ -1,7 +1,9 @@
-"""Real servers for the team-deployment tests (tests/test_team_deployment.py): Postgres (Debian's
-``postgresql`` package, installed by .ci/run), Redis (``redis-server``) and an S3-API server
-(``moto``'s server, a dev dependency). Each listens on 127.0.0.1 on a free port, keeps its files
-in a temporary folder, and is stopped by its pid. ``unavailable()`` says why one cannot start here.
+"""Throw-away servers on 127.0.0.1 for a team deployment rehearsed on one machine (``make
+team-demo``, deploy/team_demo.py) and for its tests (tests/test_team_deployment.py): Postgres
+(Debian's ``postgresql`` package, installed by .ci/run), Redis (``redis-server``), an S3-API server
+(``moto``'s server, a dev dependency) and Celery workers. Each server listens on a free port, keeps
+its files in a temporary folder, and is stopped by its pid. ``unavailable_*()`` say why one cannot
+start here.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ def _as_postgres_user(argv: list[str]) -> list[str]:
 def postgres() -> Iterator[Postgres]:
     """A new cluster (password authentication, fsync off: a test server) on a free port."""
     bin_dir = postgres_bin()
-    assert bin_dir is not None, unavailable_postgres()
+    if bin_dir is None:
+        raise RuntimeError(unavailable_postgres())
     # Not under pytest's tmp_path: its 0700 parents are closed to the postgres user.
     root = Path(tempfile.mkdtemp(prefix="deepresearch-pg-"))
     data = root / "data"
@@ -202,3 +205,42 @@ def s3() -> Iterator[S3Server]:
     finally:
         proc.kill()
         proc.wait()
+
+
+# -- Celery workers ----------------------------------------------------------------------------
+def start_worker(name: str, folder: Path, env: dict[str, str]) -> subprocess.Popen:
+    """A Celery worker (``-n <name>@<host>``) in a folder of its own: its working copy of the
+    artifacts, its DAGSTER_HOME and ``worker.log``. ``env`` carries the shared settings."""
+    folder.mkdir(parents=True)
+    own = {**env, "DEEPRESEARCH_ARTIFACTS_DIR": str(folder / "artifacts"), "DAGSTER_HOME": str(folder / "home")}
+    celery = Path(sys.executable).parent / "celery"
+    argv = [str(celery), "-A", "deepresearch_dagster.celery_app", "worker", "-Q", "dagster", "--concurrency", "1"]
+    argv += ["-n", f"{name}@%h", "--without-heartbeat", "--without-mingle", "--without-gossip", "--loglevel", "INFO"]
+    with (folder / "worker.log").open("w") as log:
+        return subprocess.Popen(argv, cwd=folder, env=own, stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_ready(worker: subprocess.Popen, folder: Path, timeout_s: float = 120.0) -> None:
+    """Until the worker's log says it is ready (it then takes tasks), or it exits."""
+    log = folder / "worker.log"
+    deadline = time.monotonic() + timeout_s
+    while " ready." not in log.read_text():
+        if worker.poll() is not None:
+            raise RuntimeError(f"the Celery worker in {folder} exited:\n{log.read_text()[-2000:]}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the Celery worker in {folder} is not ready after {timeout_s:g} s")
+        time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def celery_workers(names: tuple[str, ...], root: Path, env: dict[str, str]) -> Iterator[dict[str, Path]]:
+    """Workers started together (folders ``root/<name>``), ready when entered; killed on exit."""
+    started = {name: start_worker(name, root / name, env) for name in names}
+    try:
+        for name, worker in started.items():
+            wait_ready(worker, root / name)
+        yield {name: root / name for name in names}
+    finally:
+        for worker in started.values():
+            worker.kill()
+            worker.wait()

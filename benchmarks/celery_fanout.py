@@ -1,0 +1,149 @@
+"""Benchmark: a recompression fanned out over 1 vs 2 Celery workers (issue 25; not in make test).
+
+Inputs: one research of a fixed question (the project's defaults; the openai engine against the
+fake OpenAI-compatible server, tests/fakes/openai_server.py), stored on a team deployment
+rehearsed on this machine (deepresearch_dagster/local_servers.py: Postgres, Redis, an S3-API
+server, all on 127.0.0.1). Then, with 1 and then 2 Celery workers, ``deepresearch recompress``
+under a new compressor prompt version (so every raw output is compressed again, one mapped
+``compress_tool_output`` op each), the fake server now answering each request after
+``--latency`` seconds (default 0.3 s, a small local model).
+
+Figures: wall time of each recompression (the CLI process, start to exit), compressions made,
+ops per worker, and the speed-up of 2 workers over 1. Goal (issue 25): >= 1.6x. On a 2-core
+machine shared with others the workers also compete for the CPU with everything else; the load
+average at the start is recorded with the figures.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/celery_fanout.py [--latency 0.3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from contextlib import ExitStack
+from pathlib import Path
+
+from common import REPO, figure, print_table, write_result
+
+from deepresearch_dagster import local_servers as servers
+from tests.fakes.openai_server import FakeOpenAIServer
+
+QUESTION = "What limits solid-state battery manufacturing, and how are companies scaling production?"
+BUCKET = "bench-fanout"
+
+
+def _cli(env: dict[str, str], *argv: str) -> tuple[dict, float]:
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "deepresearch_dagster.cli", *argv, "--json", "--quiet"],
+        env=env, cwd=REPO, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise SystemExit(f"deepresearch {argv[0]} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout), time.perf_counter() - started
+
+
+def _ops_per_worker(run_id: str) -> dict[str, int]:
+    from dagster import DagsterEventType, DagsterInstance
+
+    per: Counter = Counter()
+    with DagsterInstance.get() as instance:
+        for entry in instance.all_logs(run_id, of_type=DagsterEventType.ENGINE_EVENT):
+            metadata = entry.dagster_event.event_specific_data.metadata or {}
+            if "Celery worker" in metadata and "compress_tool_output" in (entry.step_key or ""):
+                per[metadata["Celery worker"].value.split("@")[0]] += 1
+    return dict(sorted(per.items()))
+
+
+def _latest_recompress_run(key: str) -> str:
+    from dagster import DagsterInstance, RunsFilter
+
+    with DagsterInstance.get() as instance:
+        (run,) = instance.get_runs(RunsFilter(job_name="recompress_job", tags={"dagster/partition": key}), limit=1)
+        return run.run_id
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.3, help="seconds the fake model takes per answer")
+    args = parser.parse_args(argv)
+    for reason in (servers.unavailable_postgres(), servers.unavailable_redis(), servers.unavailable_s3()):
+        if reason:
+            print(f"celery_fanout: {reason}", file=sys.stderr)
+            return 2
+    root = Path(tempfile.mkdtemp(prefix="deepresearch-bench-fanout-"))
+    load_before = os.getloadavg()[0]
+    rows, results = [], {}
+    with ExitStack() as stack:
+        pg = stack.enter_context(servers.postgres())
+        broker = stack.enter_context(servers.redis())
+        store = stack.enter_context(servers.s3())
+        model = stack.enter_context(FakeOpenAIServer())  # no latency for the research itself
+        import boto3
+
+        boto3.client(
+            "s3", endpoint_url=store.endpoint, aws_access_key_id=store.access_key,
+            aws_secret_access_key=store.secret_key, region_name="us-east-1",
+        ).create_bucket(Bucket=BUCKET)  # fmt: skip
+        shared = {
+            "DEEPRESEARCH_POSTGRES_URL": pg.url,
+            "DEEPRESEARCH_ARTIFACTS_URL": f"s3://{BUCKET}/research",
+            "AWS_ENDPOINT_URL": store.endpoint,
+            "AWS_ACCESS_KEY_ID": store.access_key,
+            "AWS_SECRET_ACCESS_KEY": store.secret_key,
+            "AWS_REGION": "us-east-1",
+            "DEEPRESEARCH_DUCKDB": str(root / "lineage.duckdb"),
+            "DAGSTER_HOME": str(root / "dagster_home"),
+            "DEEPRESEARCH_ARTIFACTS_DIR": str(root / "artifacts"),
+            "DEEPRESEARCH_ENGINE": "openai",
+            "OPENAI_BASE_URL": model.base_url,
+            "OPENAI_API_KEY": "bench-key",
+        }
+        host = {**os.environ, **shared}
+        research, research_s = _cli(host, "run", QUESTION)
+        key = research["partition_key"]
+        print(f"research {key}: {research['tool_calls']} tool calls in {research_s:.1f} s")
+        celery = {**host, "DEEPRESEARCH_CELERY_BROKER_URL": broker}
+        model.latency_s = args.latency  # from here on every answer takes this long
+        os.environ.update(
+            {**shared, "DEEPRESEARCH_POSTGRES_URL": pg.url.replace("postgresql://", "postgresql+psycopg2://")}
+        )
+        prompt = (REPO / "deepresearch_dagster" / "prompts" / "compressor.md").read_text()
+        for n in (1, 2):
+            names = tuple(f"w{i}" for i in range(1, n + 1))
+            with servers.celery_workers(names, root / f"workers-{n}", celery):
+                version = root / f"compressor_{n}_workers.md"
+                version.write_text(prompt + "\n" * n)  # a new prompt version: every output compressed again
+                out, seconds = _cli(celery, "recompress", key, "--prompt-file", str(version))
+            ops = _ops_per_worker(_latest_recompress_run(key))
+            results[n] = {"seconds": round(seconds, 2), "summaries": out["summaries"], "ops_per_worker": ops}
+            rows.append([n, f"{seconds:.1f}", out["summaries"], ", ".join(f"{w}: {c}" for w, c in ops.items())])
+    speedup = results[1]["seconds"] / results[2]["seconds"]
+    print_table(["workers", "recompress s", "compressions", "ops per worker"], rows, "recompression fan-out")
+    print(f"speed-up 2 vs 1 worker: {speedup:.2f}x (load average {load_before:.1f} at the start)")
+    summary = [
+        figure(
+            "recompression fan-out, 2 vs 1 Celery worker",
+            round(speedup, 2),
+            goal=">= 1.6x",
+            met=speedup >= 1.6,
+            unit="x",
+            why=f"1 worker {results[1]['seconds']} s, 2 workers {results[2]['seconds']} s, load {load_before:.1f}",
+        )
+    ]
+    write_result(
+        "celery_fanout",
+        {"latency_s": args.latency, "tool_calls": research["tool_calls"], "runs": results, "load_average": load_before,
+         "summary": summary},
+    )  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
