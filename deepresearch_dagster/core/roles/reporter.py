@@ -582,7 +582,7 @@ def write_report(
         entries=entries,
         verify=lambda text: verify_citations(one_number_each(text), entries_by_n, raws),
         memory=lambda sources: _working_memory(ctx, _memory_text(sources, raw)),
-        selected=SELECTED if not outputs.direct_answer and report_style(ctx) == "select" else (),
+        model_revises=outputs.direct_answer or report_style(ctx) != "select",
     )
     revised = revise_report(ctx, body, checks, payload, evidence, head, draft)
     body, checks = revised.markdown, revised.checks

@@ -55,9 +55,8 @@ class Evidence:
     entries: list[dict[str, Any]]
     verify: Callable[[str], tuple[str, list[CitationCheck]]]
     memory: Callable[[list[dict[str, Any]]], dict[str, Any]]
-    # Sections the model selected rather than wrote (the select report style): revised without
-    # a model, whose prose there would not verify.
-    selected: tuple[str, ...] = ()
+    # False in the select report style: a model whose prose does not verify revises nothing.
+    model_revises: bool = True
 
 
 class Revised(BaseModel):
@@ -211,7 +210,7 @@ def _revise_once(
         issues = [i for i in found.issues if i.section == heading]
         sources = _section_sources(body, issues, evidence.entries)
         text = None
-        if heading not in evidence.selected:
+        if evidence.model_revises:
             text = _model_section(ctx, head, heading, body, issues, payload, sources, evidence, artifact)
         if text is not None and text.strip() and _verifies(heading, text, evidence):
             how.append(f"{heading}: model")
