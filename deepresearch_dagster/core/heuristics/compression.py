@@ -430,6 +430,8 @@ def _scorer(units: list[Unit], weights: dict[str, float], entity: set[str] | Non
     "solid-state batteries" is one match, not three. A unit holding the kind of answer the step
     ``asked`` for (a name it does not give, a date, a figure) scores ``ANSWER_BONUS`` more."""
     entity = entity or set()
+    topic = (set(content_terms(asked)) - INSTRUCTION_WORDS - ASPECT_WORDS) | entity
+    before = {v.pos + 1: v for v in units}
     n = len(units)
     df = Counter(t for u in units for t in set(u.terms))
     avgdl = sum(len(u.terms) for u in units) / n or 1.0
@@ -461,10 +463,16 @@ def _scorer(units: list[Unit], weights: dict[str, float], entity: set[str] | Non
                 s *= ANSWER_BONUS
             s *= 1 + 0.04 * min(3, named_entities(u.text))
             if u.kind == "sentence":
+                lead = before.get(u.pos)
                 if context_dependent(u.text):
-                    s *= 0.5  # quoted out of its paragraph it reads as a riddle
+                    # Quoted out of its paragraph it reads as a riddle, unless the sentence before it
+                    # stands alone: the report quotes the two together.
+                    alone = lead and lead.block == u.block and not context_dependent(lead.text)
+                    s *= 0.8 if alone else 0.5
                 elif is_fragment(u.text):
                     s *= 0.7
+            if topic and not topic & (set(u.terms) | u.context):
+                s *= 0.5  # only the query's expansion words ("causes"): not about what is asked
         return s
 
     return score
@@ -555,6 +563,8 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
             break
         if i not in eligible and _fits_summary(units[i].text):
             eligible.append(i)
+    # Nothing short enough: the best unit all the same (a page whose one sentence answers is quoted).
+    eligible = eligible or ranked[:1]
     # The summary opens with the best unit, then the next two best informative ones (about the
     # step's title or the question's entity, not only its generic words such as "many"), else the
     # next best.

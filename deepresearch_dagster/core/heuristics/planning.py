@@ -433,10 +433,12 @@ def _entity_steps(entity: str, max_steps: int, title: str, focus: str | None = N
 
 def content_query(*texts: str) -> str:
     """The topic words of ``texts`` once each, in order (no stem twice), with the words sources use
-    for an asked measure ("how large" → size, length, capacity): the question's content."""
+    for an asked measure ("how large" → size, length, capacity) or cause ("why" → causes): the
+    question's content."""
     words = [m for text in texts for h in HOW_MEASURE.finditer(text) for m in MEASURES[h.group(1).lower()].split()]
     # … the word after "how" asks the measure ("how much", "how tall"): sources do not write it.
     words += [re.sub(r"['’]s$", "", w) for text in texts for w in topic_terms(re.sub(r"\bhow\s+\w+", " ", text))]
+    words += ["causes" for text in texts if re.search(r"\bwhy\b", text, re.IGNORECASE)]
     seen: set[str] = set()
     kept = []
     for w in words:
@@ -463,7 +465,7 @@ def _question_plan(question: str, max_steps: int, title: str | None = None) -> d
     topic = " ".join(topic_words[:6])
     account = not all(specific(c) for c in clauses)
     steps = []
-    if account or len(clauses) > 1:
+    if len(clauses) > 1:  # one part: its own step searches the topic (a background would read it first)
         steps.append(
             (
                 f"Background: {topic}",

@@ -16,7 +16,6 @@ from typing import Any
 
 from ..text import (
     ENDS_SENTENCE,
-    STOPWORDS,
     YEAR,
     closed,
     content_terms,
@@ -29,6 +28,7 @@ from ..text import (
 )
 from .answer_types import MEASURE_WORDS, answered, answers, asked_kinds, specific, supplies
 from .aspects import aspect_terms
+from .compression import PADDING
 from .planning import enumerated_parts
 from .sentences import context_dependent, has_fact, is_fragment
 from .terms import ASPECT_WORDS, DO_LEAD, EMPHASIS, INSTRUCTION_WORDS, antecedent, question_parts, sentence_case
@@ -44,31 +44,17 @@ MAX_FINDING_WORDS = 60
 MAX_SUMMARY_PER_PART = 2
 ANSWER_KIND_WEIGHT = 1.5
 HOME_WEIGHT = 1.0
-_PADDING = re.compile(r"^(?:The source is titled\b|It contains about \d+ words)")
 _ASKS = re.compile(
     r"^(?:(?:by|in|at|for|from|to|on|with|of|since|until)\s+)?(?:what|how|why|which|who|whom|whose|when|where|whether|does|do|did|is|are|was|were|can|could|should|"
     r"will|would|has|have|had)\b",
     re.IGNORECASE,
 )
-# Words that ask about the documents ("what do sources say"), not the topic; in a compound
-# ("heat source", "water-source heat pumps", "impact study") they are the topic's own.
-GENERIC = set(content_terms("report source sources article document study find finding research information"))
-# … but not after words that qualify the documents themselves ("independent sources", "recent study").
-_ASK_WORDS = frozenset(
-    "what which whose say says said cite cited other independent reliable multiple different primary secondary "
-    "credible recent new latest official original".split()
-)
-_GENERIC_COMPOUND = re.compile(
-    r"\b([a-z]+)[\s-]+(report|source|sources|article|document|study|finding|research|information)\b", re.I
-)
 
 
 def topic_words(text: str) -> set[str]:
-    """``text``'s content words without task words and words that ask about the documents."""
-    compounds = {
-        m.group(2) for m in _GENERIC_COMPOUND.finditer(text) if m.group(1).lower() not in STOPWORDS | _ASK_WORDS
-    }
-    return set(content_terms(text)) - INSTRUCTION_WORDS - (GENERIC - set(content_terms(" ".join(compounds))))
+    """``text``'s content words without task words ("find", "documents"): words that ask about the
+    sources ("what do reports say") weigh little anyway, found in many findings (``term_weights``)."""
+    return set(content_terms(text)) - INSTRUCTION_WORDS
 
 
 # The words that say a sentence gives a cause ("due", "because"), not what it is the cause of.
@@ -209,8 +195,8 @@ def usable(sentence: str) -> bool:
         return _is_data_row(s)
     if _is_data_row(s) or _priced_item(s):
         return True
-    # A pronoun or "these two worlds" needs the sentence before it.
-    return not context_dependent(s) and not is_fragment(s) and not is_instruction(s)
+    # A pronoun or "these two worlds" needs the sentence before it (in a passage, the first's).
+    return not context_dependent((split_sentences(s) or [s])[0]) and not is_fragment(s) and not is_instruction(s)
 
 
 # "Off-Peak membership £46 per month (weekdays before 4pm)": a list item (no full stop) that
@@ -291,7 +277,7 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
             if lead and context_dependent(sentence) and not context_dependent(lead) and usable(f"{lead} {sentence}"):
                 sentence = f"{lead} {sentence}"  # "It lent £88m" with the sentence it continues
             sentence = without_outline_number(sentence)
-            if not usable(sentence) or _PADDING.match(sentence):
+            if not usable(sentence) or PADDING.match(sentence):
                 continue
             terms = set(content_terms(sentence))
             own = step_terms.get(str(src["step_id"]), set())
@@ -446,7 +432,9 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
         ]
         home_id = str(home["step_id"]) if home else ""
         stress = frozenset(own[k] - others - subject)
-        pool.sort(key=lambda f: _rank(f, part_terms, kinds, home_id, stress, weights))
+        # The part's own words say more than the generic words of its aspect ("causes", "due").
+        mine = {t: w * (0.5 if t in aspects - own[k] else 1.0) for t, w in weights.items()}
+        pool.sort(key=lambda f: _rank(f, part_terms, kinds, home_id, stress, mine))
         limit = MAX_SUMMARY_PER_PART if len(parts) > 1 else 2 * MAX_SUMMARY_PER_PART
         # The same figure in other words ("£18.6m", "£18.6 million") is stated once in the summary.
         pool = [f for f in pool if id(f) in used or not _repeats(f, stated)]
