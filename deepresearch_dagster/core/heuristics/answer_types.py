@@ -48,7 +48,9 @@ _YEAR_ONLY = re.compile(rf"{YEAR}s?")
 
 def _counts(sentence: str) -> bool:
     """A number that counts something: not a year, an amount of money, a label ("Phase 1") or a
-    name's number ("Route 41")."""
+    name's number ("Route 41"); a number in words counts too ("a two-time Pro Bowl selection")."""
+    if re.search(rf"\b{NUMBER_WORD}\b", sentence, re.IGNORECASE):
+        return True
     for m in _NUMBER.finditer(sentence):
         if _YEAR_ONLY.fullmatch(m.group(0).rstrip(".,")) or sentence[m.start() - 1 : m.start()] in ("£", "$", "€", "¥"):
             continue

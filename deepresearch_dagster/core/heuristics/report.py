@@ -168,10 +168,6 @@ _MAIN_CLAUSE = re.compile(r",\s+(?!(?:and\s+|or\s+)?to\b)")
 _OUTLINE_NUMBER = re.compile(r"^\d+\.(?:\d+\.?)*\s+(?=[A-Z])")
 
 
-def without_outline_number(sentence: str) -> str:
-    return _OUTLINE_NUMBER.sub("", sentence, count=1)
-
-
 def usable(sentence: str) -> bool:
     """Whether a sentence can be quoted on its own in a report."""
     s = sentence.strip()
@@ -193,26 +189,17 @@ def usable(sentence: str) -> bool:
         or not (s.lstrip("¡¿\"'“‘(")[:1].isupper() or s[:1].isdigit())
     ):
         return _is_data_row(s)
-    if _is_data_row(s) or _priced_item(s):
+    if _is_data_row(s) or (_fact_item(s) and not context_dependent(s)):
         return True
     # A pronoun or "these two worlds" needs the sentence before it (in a passage, the first's).
     return not context_dependent((split_sentences(s) or [s])[0]) and not is_fragment(s) and not is_instruction(s)
 
 
-# "Off-Peak membership £46 per month (weekdays before 4pm)": a list item (no full stop) that
-# names a thing and its price is a data point, verb or no verb; a prose fragment is not.
-_AMOUNT = re.compile(r"[£$€¥]\s?\d|\d[\d,.]*\s?(?:per\s|/\s?(?:month|year|day|hour|unit|user|seat)\b)")
-
-
-def _priced_item(text: str) -> bool:
+# "Off-Peak membership £46 per month (weekdays before 4pm)", "Lantern country sourdough (800 g): £5.20":
+# a list item (no full stop) that names a thing and a figure is a data point, verb or no verb.
+def _fact_item(text: str) -> bool:
     n = len(words(text))
-    return (
-        3 <= n <= 25
-        and text[:1].isupper()
-        and not ENDS_SENTENCE.search(text)
-        and bool(_AMOUNT.search(text))
-        and not context_dependent(text)
-    )
+    return 3 <= n <= 25 and text[:1].isupper() and not ENDS_SENTENCE.search(text) and has_fact(text)
 
 
 def _overlap(a: set[str], b: set[str]) -> float:
@@ -255,7 +242,13 @@ def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> 
                 at = paragraph.find(q.rstrip("."))  # a clause the compressor cut off ends in "." it lacks
                 before = split_sentences(paragraph[:at]) if at > 0 else []
                 if before:
-                    out.setdefault(str(e["artifact_file"]), {})[q] = before[-1]
+                    # Sentences opening with the same pronoun continue one subject: "He was a two-time
+                    # Pro Bowl selection" leans on "X (born 1977) is …" three sentences of "He …" back.
+                    k = len(before)
+                    while k > 1 and before[k - 1].split()[:1] == q.split()[:1]:
+                        k -= 1
+                    lead = before[k - 1] if not context_dependent(before[k - 1]) else before[-1]
+                    out.setdefault(str(e["artifact_file"]), {})[q] = lead
                     break
     return out
 
@@ -274,9 +267,9 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
             sentence = without_references(" ".join(sentence.split()))
             order += 1
             lead = before.get(sentence)
-            if lead and context_dependent(sentence) and not context_dependent(lead) and usable(f"{lead} {sentence}"):
+            if lead and context_dependent(sentence) and usable(f"{lead} {sentence}"):
                 sentence = f"{lead} {sentence}"  # "It lent £88m" with the sentence it continues
-            sentence = without_outline_number(sentence)
+            sentence = _OUTLINE_NUMBER.sub("", sentence, count=1)
             if not usable(sentence) or PADDING.match(sentence):
                 continue
             terms = set(content_terms(sentence))
@@ -289,8 +282,10 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
             twin = next((f for f in out if _near_duplicate(terms, f.terms) and figures(f.text) == numbers), None)
             if twin is not None:
                 # The same fact in other words: one finding, citations combined — but only when the
-                # kept wording would verify against this source too.
-                if src["n"] not in twin.cites and _overlap(twin.terms, terms) >= 0.6:
+                # kept wording would verify against this source too; the fuller wording of one source.
+                if twin.cites == [src["n"]] and twin.text in sentence:
+                    twin.text, twin.terms = sentence, terms
+                elif src["n"] not in twin.cites and _overlap(twin.terms, terms) >= 0.6:
                     twin.cites.append(src["n"])
                     twin.merged[src["n"]] = sentence
                 continue

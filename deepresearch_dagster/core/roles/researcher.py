@@ -39,7 +39,7 @@ from ..web.search import FallbackSearch, providers_from_settings
 from .compressor import StepContext, compress
 from .critic import CriticRound, critique, followup_steps
 from .provenance import Provenance
-from .retrieval import close_ranked, rank_results, relevant, run_concurrently
+from .retrieval import close_ranked, rank_results, run_concurrently
 
 # Tools that read one source, with the argument naming it (for "already read" bookkeeping).
 READ_TOOLS = {"read_document": "path", "fetch_url": "url"}
@@ -273,13 +273,12 @@ def _absorb(
     logger.debug(f"      {record.artifact_path}")
 
 
-def _search_requests(step: PlanStep, toolbox: Toolbox, breadth: int, cap: int, read: int = 0) -> list[ToolCallRequest]:
+def _search_requests(step: PlanStep, toolbox: Toolbox, breadth: int, cap: int) -> list[ToolCallRequest]:
     name = "web_search" if "web_search" in toolbox.tools else "local_search"
     size_arg = SEARCH_TOOLS[name][2]
     queries = list(dict.fromkeys(step.queries))[: min(breadth, cap)] or [f"{step.title} {step.description}"[:300]]
-    # A step of one query (a follow-up) sees as many results as a step of three; every query sees
-    # past the documents earlier steps read (two passages each), which it would not read again.
-    size = min(MAX_RESULTS[name], (SEARCH_RESULTS if len(queries) > 1 else 3 * SEARCH_RESULTS) + 2 * read)
+    # A step of one query (a follow-up) sees as many results as a step of three.
+    size = SEARCH_RESULTS if len(queries) > 1 else min(MAX_RESULTS[name], 3 * SEARCH_RESULTS)
     return [ToolCallRequest(name, {"query": q, size_arg: size}) for q in queries]
 
 
@@ -358,11 +357,10 @@ def execute_step(
         ],
     )
     try:
-        requests = _search_requests(step, toolbox, breadth, cap, len(state.already_read))
-        searches = run_calls(ctx, plan, toolbox, run, state, requests)
+        searches = run_calls(ctx, plan, toolbox, run, state, _search_requests(step, toolbox, breadth, cap))
         listings = [raw for record, raw in searches if record.status == "ok"]
         step_text = " ".join([step.title, step.description, *step.queries])
-        ranked = relevant(rank_results(listings, step_text, exclude=set(state.already_read)))
+        ranked = rank_results(listings, step_text, exclude=set(state.already_read))
         read_tool, arg = SEARCH_TOOLS[searches[0][0].tool][:2] if searches else ("read_document", "path")
         # The top K, and the next results while they rank close to the K-th: a listing whose
         # snippets score alike does not say which of them answers.

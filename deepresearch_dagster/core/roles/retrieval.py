@@ -98,16 +98,6 @@ def rank_results(search_outputs: list[str], step_text: str, exclude: set[str] | 
     return ranked
 
 
-RELEVANT_SHARE = 0.4  # a result scoring under this share of the step's best is not worth a read
-
-
-def relevant(ranked: list[RankedSource]) -> list[RankedSource]:
-    """``ranked`` without the results far below the step's best (read or not): when the sources that
-    answer were read by earlier steps, the rest of a listing is what merely shares a word."""
-    best = max((r.score for r in ranked), default=0.0)
-    return [r for r in ranked if r.score >= RELEVANT_SHARE * best]
-
-
 CLOSE_RANK = 0.9  # a result scoring this share of the K-th result's score ranks close to it
 
 
