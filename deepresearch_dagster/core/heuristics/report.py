@@ -261,14 +261,17 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
     step_terms = {str(s["step_id"]): _step_terms(s, common) for s in steps}
     out: list[Finding] = []
     order = 0
+    led: set[tuple[int, str]] = set()
     for src in payload["sources"]:
         before = payload.get("preceding", {}).get(str(src.get("artifact_file") or ""), {})
         for sentence in [*split_sentences(src["summary"]), *src["extraction"]]:
             sentence = without_references(" ".join(sentence.split()))
             order += 1
             lead = before.get(sentence)
-            if lead and context_dependent(sentence) and usable(f"{lead} {sentence}"):
-                sentence = f"{lead} {sentence}"  # "It lent £88m" with the sentence it continues
+            # "It lent £88m" with the sentence it continues (once: a lead quoted twice is a duplicate).
+            if lead and (src["n"], lead) not in led and context_dependent(sentence) and usable(f"{lead} {sentence}"):
+                sentence = f"{lead} {sentence}"
+                led.add((src["n"], lead))
             sentence = _OUTLINE_NUMBER.sub("", sentence, count=1)
             if not usable(sentence) or PADDING.match(sentence):
                 continue
