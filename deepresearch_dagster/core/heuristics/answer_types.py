@@ -48,7 +48,9 @@ _YEAR_ONLY = re.compile(rf"{YEAR}s?")
 
 def _counts(sentence: str) -> bool:
     """A number that counts something: not a year, an amount of money, a label ("Phase 1") or a
-    name's number ("Route 41")."""
+    name's number ("Route 41"); a number in words counts too ("a two-time Pro Bowl selection")."""
+    if re.search(rf"\b{NUMBER_WORD}\b", sentence, re.IGNORECASE):
+        return True
     for m in _NUMBER.finditer(sentence):
         if _YEAR_ONLY.fullmatch(m.group(0).rstrip(".,")) or sentence[m.start() - 1 : m.start()] in ("£", "$", "€", "¥"):
             continue
@@ -98,7 +100,7 @@ _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str] | Callable[[str], bool]
         re.compile(
             r"\b(?:because|due\s+to|caused\s+by|causes?\s+of|causes|owing\s+to|as\s+a\s+result|resulted|"
             r"results?\s+from|led\s+to|leads\s+to|triggered|blamed|responsible\s+for|driven\s+by|"
-            r"reasons?\s+(?:for|was|is|were)|attributed\s+to|stemm(?:ed|ing)\s+from|prompted|in\s+response\s+to|"
+            r"reasons?\s+(?:for|was|is|were|why)|attributed\s+to|stemm(?:ed|ing)\s+from|prompted|in\s+response\s+to|"
             # "Why was X replaced / closed / built": the state that forced it, or the aim it served.
             r"deficient|deteriorat\w*|unsafe|corro(?:sion|ded)|inadequate|insufficient|obsolete|outdated|"
             r"over\s+capacity|beyond\s+its\s+design|design\s+capacity|shortages?|contaminat\w*|"
@@ -116,11 +118,8 @@ def asked_kinds(part: str) -> set[str]:
 
 def supplies(sentence: str, kinds: set[str]) -> int:
     """How many of ``kinds`` the sentence supplies."""
-    return sum(1 for kind in kinds if _supplied(_KINDS[kind][1], sentence))
-
-
-def _supplied(answer: re.Pattern[str] | Callable[[str], bool], sentence: str) -> bool:
-    return bool(answer.search(sentence)) if isinstance(answer, re.Pattern) else answer(sentence)
+    answer = [_KINDS[kind][1] for kind in kinds]
+    return sum(1 for a in answer if (a.search(sentence) if isinstance(a, re.Pattern) else a(sentence)))
 
 
 # "who …", "in what city …", "which rapper …", "… founded by who?": a name answers it.

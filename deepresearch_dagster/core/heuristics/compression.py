@@ -10,10 +10,9 @@ lean on missing context a penalty.
 
 Size budget: the whole injected message (JSON keys, title, summary, extraction, artifact file name)
 gets 5 % of the raw output's tokens (``message_budget``), never less than the contract's floor (a
-5-word title and three sentences). The summary opens with the best unit, then the next two best
-informative ones (about the step's title or the question's entity, not only its generic words),
-each whole: a sentence is never cut inside the clause or list that carries its claim. The title
-then grows to 12 words and the extraction adds the next best units,
+5-word title and three sentences). The summary holds the three best units (a unit about none of
+the step's or the question's words scores half), each whole: a sentence is never cut inside the
+clause or list that carries its claim. The title then grows to 12 words and the extraction adds the next best units,
 never repeating the summary, while the message fits. In a short document (≤ ~800 tokens: a fact sheet,
 a passage) fact-bearing units — table rows, bullets and sentences with figures, dates or names —
 may fill up to 10 items within ~70 % of it, the matching ones first, then the rest in reading
@@ -45,11 +44,10 @@ from ..text import (
 )
 from .answer_types import NUMBER_WORD, answers
 from .aspects import aspect_terms
-from .planning import DOCUMENT_GUIDANCE, REQUEST_WORDS
+from .planning import DOCUMENT_GUIDANCE
 from .sentences import context_dependent, has_fact, is_fragment, looks_english, looks_like_code, named_entities
 from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, LIST_MARKER, cap_words, names
 
-SECTION_WORDS = set(content_terms("background overview introduction context limitations outlook future summary"))
 _NUMBER_WORDS = re.compile(rf"\b{NUMBER_WORD}\b", re.IGNORECASE)
 # The size budget: the whole injected message (JSON keys, title, summary, extraction, artifact
 # file name) may take this share of the raw output (goal: ≥ 95 % reduction per call), at most
@@ -81,9 +79,6 @@ SUMMARY_CANDIDATES = 8
 MAX_SUMMARY_WORDS = 50
 MAX_SENTENCE_TOKENS = 60
 MAX_UNIT_WORDS = 90
-# The summary's other sentences are the best informative units among the SUMMARY_CANDIDATES best:
-# about the step's title or the question's entity and scored at least INFORMATIVE of the best.
-INFORMATIVE = 0.1
 FLOOR_TOKENS = (
     JSON_TOKENS + ARTIFACT_TOKENS + MAX_TITLE_TOKENS + SUMMARY_SENTENCES * MAX_SENTENCE_TOKENS + PADDING_TOKENS
 )
@@ -429,7 +424,7 @@ def _weighted_query(payload: dict[str, Any]) -> tuple[dict[str, float], set[str]
     # The entity without aspect words ("main challenges"), but compounds stay whole ("solid-state").
     compounds = {t for w in re.findall(r"\w+(?:-\w+)+", plan_title) for t in terms(w.replace("-", " "))}
     # Not the deliverable's words either ("Briefing on Acme": "briefing" is no part of Acme).
-    entity = (terms(plan_title) - ASPECT_WORDS - REQUEST_WORDS) | compounds
+    entity = (terms(plan_title) - ASPECT_WORDS) | compounds
     step_topic = title | described
     own = step_topic - entity
     weights: dict[str, float] = {t: 1.0 for t in title} | {t: 0.7 for t in described}
@@ -451,6 +446,8 @@ def _scorer(units: list[Unit], weights: dict[str, float], entity: set[str] | Non
     "solid-state batteries" is one match, not three. A unit holding the kind of answer the step
     ``asked`` for (a name it does not give, a date, a figure) scores ``ANSWER_BONUS`` more."""
     entity = entity or set()
+    topic = (set(content_terms(asked)) - INSTRUCTION_WORDS - ASPECT_WORDS) | entity
+    before = {v.pos + 1: v for v in units}
     n = len(units)
     df = Counter(t for u in units for t in set(u.terms))
     avgdl = sum(len(u.terms) for u in units) / n or 1.0
@@ -482,10 +479,16 @@ def _scorer(units: list[Unit], weights: dict[str, float], entity: set[str] | Non
                 s *= ANSWER_BONUS
             s *= 1 + 0.04 * min(3, named_entities(u.text))
             if u.kind == "sentence":
+                lead = before.get(u.pos)
                 if context_dependent(u.text):
-                    s *= 0.5  # quoted out of its paragraph it reads as a riddle
+                    # Quoted out of its paragraph it reads as a riddle, unless the sentence before it
+                    # stands alone: the report quotes the two together.
+                    alone = lead and lead.block == u.block and not context_dependent(lead.text)
+                    s *= 0.8 if alone else 0.5
                 elif is_fragment(u.text):
                     s *= 0.7
+            if topic and not topic & (set(u.terms) | u.context):
+                s *= 0.5  # only the query's expansion words ("causes"): not about what is asked
         return s
 
     return score
@@ -534,19 +537,19 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     if own_document and not on_topic and entity_cov >= 0.5:
         # A document of the user's own that answers several of the step's asks in separate rows
         # ("Active members: 21,400", "Average monthly churn: 3.1%") is on topic too.
-        asked = set(content_terms(step_title)) - entity - SECTION_WORDS - INSTRUCTION_WORDS
+        asked = set(content_terms(step_title)) - entity - INSTRUCTION_WORDS
         answered = {t for i, u in enumerate(units) if scores[i] > 0 and _fact_unit(u) for t in asked & set(u.terms)}
         on_topic = len(answered) >= 2 and coverage >= 0.2
     # A document titled after the step's topic ("Leadership team" for "Leadership and governance")
     # that states facts answers it, whatever words its rows use.
     # Not the planner's generic section names ("Limitations and outlook" vs "… — Outlook").
     # Only the step's title counts here: its description is the planner's template text.
-    title_topic = set(content_terms(step_title)) - entity - SECTION_WORDS - INSTRUCTION_WORDS
+    title_topic = set(content_terms(step_title)) - entity - INSTRUCTION_WORDS
     if own_document:
         # A document of the user's own named after a word the step searches for ("headcount" for
         # "how big the team is"): its rows repeat that word in every line, so BM25 gives it ~0.
         searched = " ".join(re.findall(r"'([^']+)'", str(payload.get("step_description", ""))))
-        title_topic |= set(content_terms(searched)) - entity - SECTION_WORDS - ASPECT_WORDS - INSTRUCTION_WORDS
+        title_topic |= set(content_terms(searched)) - entity - ASPECT_WORDS - INSTRUCTION_WORDS
     titled = bool(title_topic & source_terms) and any(_fact_unit(u) for u in units)
     if titled and scores[best] <= 0:
         scores = [s if s > 0 else (0.01 if _fact_unit(u) else 0.0) for s, u in zip(scores, units, strict=True)]
@@ -586,12 +589,10 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
             break
         if i not in eligible and _fits_summary(units[i].text):
             eligible.append(i)
-    # The summary opens with the best unit, then the next two best informative ones (about the
-    # step's title or the question's entity, not only its generic words such as "many"), else the
-    # next best.
-    topical = (set(content_terms(step_title)) - INSTRUCTION_WORDS) | entity
-    informative = [i for i in eligible[1:] if scores[i] >= INFORMATIVE * top and topical & set(units[i].terms)]
-    pool = eligible[:1] + [*informative, *(i for i in eligible[1:] if i not in informative)][: SUMMARY_SENTENCES - 1]
+    # Nothing short enough: the best unit all the same (a page whose one sentence answers is quoted).
+    eligible = eligible or ranked[:1]
+    # The summary: the best units (one about none of the step's or the question's words scores half).
+    pool = eligible[:SUMMARY_SENTENCES]
     source_title = payload.get("source_title") or (header.group(1).strip() if header else "") or units[0].text
     titles = _titles(source_title)
     title = titles[0]

@@ -13,7 +13,7 @@ from .answer_types import specific
 from .compression import PADDING
 from .planning import content_query, enumerated_parts, research_terms
 from .report import parts_of, unanswered_parts, unanswered_steps
-from .terms import names, sentence_case
+from .terms import SUBJECT_LEAD, names, sentence_case
 
 
 def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
@@ -102,6 +102,7 @@ def _positions(sentence: str, terms: set[str]) -> list[int]:
     return out
 
 
+_PRONOUN_LEAD = re.compile(r"^\W*(?:he|she|it|they|his|her|its|their)\b", re.IGNORECASE)
 _WH = re.compile(r"^(?:who|whom|whose|what|which|when|where|how)$", re.IGNORECASE)
 MAX_RELATION_WORDS = 3
 
@@ -162,6 +163,10 @@ def bridges(question: str, memory: list[dict[str, Any]]) -> list[tuple[str, str,
     question_names = [t for t in (set(content_terms(n)) for n in names(question)) if t]
     named = set().union(*question_names)
     relation = asked - named
+    # The verb of "Who produced the single that the singer born in 1952 was known for" asks the last
+    # hop: the first hop is found by the rest of the question.
+    lead = SUBJECT_LEAD.match(question.strip())
+    first_hop = (relation - set(content_terms(lead.group(0).split()[-1]))) if lead else relation
     df = Counter(t for s, _ in sentences for t in set(content_terms(s)))
 
     def score(sentence: str, terms: set[str]) -> float:
@@ -170,7 +175,7 @@ def bridges(question: str, memory: list[dict[str, Any]]) -> list[tuple[str, str,
 
     def rank(x: tuple[str, str]) -> tuple[float, float]:
         held = [q for q in question_names if q <= set(content_terms(x[0]))]
-        return -sum(score(x[0], q) for q in held), -score(x[0], relation | named)
+        return -sum(score(x[0], q) for q in held), -score(x[0], first_hop | named)
 
     known = set(asked)  # the question's terms and those of every name followed so far
     pool, fallback = sentences, []
@@ -186,6 +191,15 @@ def bridges(question: str, memory: list[dict[str, Any]]) -> list[tuple[str, str,
             if found:
                 break
         candidates = sorted(found, key=lambda n: found[n])
+        source = source if found else ranked[0][1]
+        # Evidence whose subject is a pronoun ("He starred as Benton Fraser" on "Paul Gross") is about
+        # its page's title: a subject the question does not name is a bridge too, after the nearest name.
+        best = next(x for x, src in ranked if src == source)
+        title = re.sub(r"\s*\(.*?\)|\.\w+$", "", source.rsplit("/", 1)[-1]) if _PRONOUN_LEAD.match(best) else ""
+        for n in names(title, fragment=True)[:1]:
+            terms = set(content_terms(n))
+            if terms and not terms <= known and not any(q <= terms or terms <= q for q in question_names):
+                candidates = [c for c in candidates[:1] if c != n] + [n] + [c for c in candidates[1:] if c != n]
         if not candidates:
             break
         text = " ".join(s for s, src in ranked if src == source)

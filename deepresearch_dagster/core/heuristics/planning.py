@@ -69,15 +69,6 @@ MARKER = re.compile(r"(?:(?<=\s)|^)(?:\((\d{1,2})\)|(\d{1,2})[.)]|\(([a-h])\)|([
 BULLET = re.compile(r"^\s*(?:[-*•+▪–]|\d{1,2}[.)]|\(\d{1,2}\))\s+(.+)$")
 POSSESSIVE_LEAD = re.compile(r"^(?:its|their|his|her|the\s+company's|the\s+company’s|the\s+firm's)\s+", re.IGNORECASE)
 LIST_SPLIT = re.compile(r"\s*(?:,\s*(?:and\s+|or\s+)?|;\s*|\s+and\s+(?!how\b|what\b|why\b))", re.IGNORECASE)
-# Words of the request's wording rather than its topic; they never enter a query.
-REQUEST_WORDS = set(
-    content_terms(
-        "much many far today moving worry large big quantify wherever allow possible "
-        "prepare write draft produce create compile give provide brief briefing report memo summary overview "
-        "analysis assessment profile dossier specific cite sources source citation numbers names please detail "
-        "detailed due diligence due-diligence its their current including include"
-    )
-)
 
 
 _DANGLING_END = re.compile(r"(?:[\s,;:]+(?:and|or)\b)+[\s,;:]*$|[\s,;:]+$", re.IGNORECASE)
@@ -182,15 +173,10 @@ def clean_part(part: str, entity: str = "") -> str:
     return re.sub(r"\s*(?:,|;)?\s*(?:and|or)$", "", part.strip(" ,;:.?")).strip()
 
 
-def part_terms(part: str) -> list[str]:
-    words = [w for w in topic_terms(part, drop_aspects=False) if not set(content_terms(w)) <= REQUEST_WORDS]
-    return words or topic_terms(part)
-
-
 def sub_aspects(part: str) -> list[str]:
     """ "funding history and current financial trajectory" → both halves, each a query of its own."""
     pieces = [p for p in LIST_SPLIT.split(part) if p and len(p.split()) >= 1]
-    return [p for p in pieces if part_terms(p)] if len(pieces) > 1 else []
+    return [p for p in pieces if topic_terms(p)] if len(pieces) > 1 else []
 
 
 def enumerated_parts(raw: str) -> tuple[str, list[str]] | None:
@@ -242,7 +228,7 @@ def _inline_list(text: str) -> tuple[str, list[str]] | None:
 
 
 def _expanded(entity: str, aspect: str) -> str:
-    return " ".join([entity, *part_terms(aspect)[:6]]).strip()
+    return " ".join([entity, *topic_terms(aspect)[:6]]).strip()
 
 
 def _quoted(queries: list[str]) -> str:
@@ -266,7 +252,7 @@ def part_title(part: str, limit: int = 12) -> str:
 def _step_for_part(part: str, entity: str) -> tuple[str, str, list[str]]:
     named = set(content_terms(entity))
     # The entity leads every query once; its name inside the part ("has Acme raised") adds nothing.
-    terms = [t for t in part_terms(part) if not set(content_terms(t)) <= named] or part_terms(part)
+    terms = [t for t in topic_terms(part) if not set(content_terms(t)) <= named] or topic_terms(part)
     base = " ".join(terms[:8])
     queries = [f"{entity} {base}".strip()]
     # A long part names more aspects than one query holds: the rest are searched together, so
@@ -317,7 +303,7 @@ def _enumerated_plan(raw: str, question: str, max_steps: int) -> dict[str, Any] 
     lead, parts = found
     deliverable, rest = split_lead(drop_instructions(lead))
     entity = entity_of(rest) if rest.strip(" :,.") else ""
-    parts = [p for p in (clean_part(p, entity) for p in parts) if p and part_terms(p)]
+    parts = [p for p in (clean_part(p, entity) for p in parts) if p and topic_terms(p)]
     if len(parts) < 2:
         return None
     if len(parts) > max_steps:  # the plan is capped: the last step takes the remaining parts
@@ -350,7 +336,7 @@ def _comparison_plan(question: str, max_steps: int) -> dict[str, Any] | None:
     steps: list[tuple[str, str, list[str]]] = []
     if aspects:
         for aspect in aspects[:max_steps]:
-            terms = " ".join(part_terms(aspect)[:6])
+            terms = " ".join(topic_terms(aspect)[:6])
             steps.append(
                 (
                     cap_words(sentence_case(f"{aspect}: {versus}"), 12),
@@ -391,7 +377,7 @@ def _imperative_plan(question: str, max_steps: int) -> dict[str, Any] | None:
     if match:
         entity = entity_of(match.group(1))
         parts = [clean_part(p, entity) for p in LIST_SPLIT.split(match.group(2))]
-        parts = [p for p in parts if p and part_terms(p)]
+        parts = [p for p in parts if p and topic_terms(p)]
         if len(parts) >= 2:
             if len(parts) > max_steps:
                 parts = [*parts[: max_steps - 1], ", ".join(parts[max_steps - 1 :])]
@@ -435,10 +421,12 @@ def _entity_steps(entity: str, max_steps: int, title: str, focus: str | None = N
 
 def content_query(*texts: str) -> str:
     """The topic words of ``texts`` once each, in order (no stem twice), with the words sources use
-    for an asked measure ("how large" → size, length, capacity): the question's content."""
+    for an asked measure ("how large" → size, length, capacity) or cause ("why" → causes): the
+    question's content."""
     words = [m for text in texts for h in HOW_MEASURE.finditer(text) for m in MEASURES[h.group(1).lower()].split()]
     # … the word after "how" asks the measure ("how much", "how tall"): sources do not write it.
     words += [re.sub(r"['’]s$", "", w) for text in texts for w in topic_terms(re.sub(r"\bhow\s+\w+", " ", text))]
+    words += ["causes" for text in texts if re.search(r"\bwhy\b", text, re.IGNORECASE)]
     seen: set[str] = set()
     kept = []
     for w in words:
@@ -461,11 +449,10 @@ def _question_plan(question: str, max_steps: int, title: str | None = None) -> d
     # "By how much did the Kestrel Bay heat network exceed …": the topic is the subject, not its verb.
     subject = antecedent(clauses[0]) if DO_LEAD.match(clauses[0]) else None
     topic_words = topic_terms(subject or clauses[0], drop_aspects=True) or topic_terms(question) or ["the question"]
-    topic_words = [w for w in topic_words if not set(content_terms(w)) <= REQUEST_WORDS] or topic_words
     topic = " ".join(topic_words[:6])
     account = not all(specific(c) for c in clauses)
     steps = []
-    if account or len(clauses) > 1:
+    if len(clauses) > 1:  # one part: its own step searches the topic (a background would read it first)
         steps.append(
             (
                 f"Background: {topic}",
@@ -516,7 +503,7 @@ def _question_title(question: str) -> str:
     text = question.rstrip("?. ").strip()
     stripped = TITLE_LEAD.sub("", text).strip()
     fragment = COPULA_LEAD.match(text) and PARTICIPLE_END.search(text)
-    if not clause_breaks(text) and stripped and not fragment:
+    if not clause_breaks(text) and len(stripped) >= 3 and not fragment:
         return cap_words(sentence_case(stripped), 16)
     if len(text.split()) <= 16:
         return sentence_case(text)
@@ -532,5 +519,4 @@ def research_terms(question: str) -> list[str]:
         lead, parts = found
         text = " ".join([lead, *parts])
     deliverable, rest = split_lead(drop_instructions(text))
-    words = topic_terms(rest if deliverable else text)
-    return [w for w in words if not set(content_terms(w.replace("-", " "))) <= REQUEST_WORDS]
+    return topic_terms(rest if deliverable else text)

@@ -16,7 +16,6 @@ from typing import Any
 
 from ..text import (
     ENDS_SENTENCE,
-    STOPWORDS,
     YEAR,
     closed,
     content_terms,
@@ -29,6 +28,7 @@ from ..text import (
 )
 from .answer_types import MEASURE_WORDS, answered, answers, asked_kinds, specific, supplies
 from .aspects import aspect_terms
+from .compression import PADDING
 from .planning import enumerated_parts
 from .sentences import context_dependent, has_fact, is_fragment
 from .terms import ASPECT_WORDS, DO_LEAD, EMPHASIS, INSTRUCTION_WORDS, antecedent, question_parts, sentence_case
@@ -44,31 +44,17 @@ MAX_FINDING_WORDS = 60
 MAX_SUMMARY_PER_PART = 2
 ANSWER_KIND_WEIGHT = 1.5
 HOME_WEIGHT = 1.0
-_PADDING = re.compile(r"^(?:The source is titled\b|It contains about \d+ words)")
 _ASKS = re.compile(
     r"^(?:(?:by|in|at|for|from|to|on|with|of|since|until)\s+)?(?:what|how|why|which|who|whom|whose|when|where|whether|does|do|did|is|are|was|were|can|could|should|"
     r"will|would|has|have|had)\b",
     re.IGNORECASE,
 )
-# Words that ask about the documents ("what do sources say"), not the topic; in a compound
-# ("heat source", "water-source heat pumps", "impact study") they are the topic's own.
-GENERIC = set(content_terms("report source sources article document study find finding research information"))
-# … but not after words that qualify the documents themselves ("independent sources", "recent study").
-_ASK_WORDS = frozenset(
-    "what which whose say says said cite cited other independent reliable multiple different primary secondary "
-    "credible recent new latest official original".split()
-)
-_GENERIC_COMPOUND = re.compile(
-    r"\b([a-z]+)[\s-]+(report|source|sources|article|document|study|finding|research|information)\b", re.I
-)
 
 
 def topic_words(text: str) -> set[str]:
-    """``text``'s content words without task words and words that ask about the documents."""
-    compounds = {
-        m.group(2) for m in _GENERIC_COMPOUND.finditer(text) if m.group(1).lower() not in STOPWORDS | _ASK_WORDS
-    }
-    return set(content_terms(text)) - INSTRUCTION_WORDS - (GENERIC - set(content_terms(" ".join(compounds))))
+    """``text``'s content words without task words ("find", "documents"): words that ask about the
+    sources ("what do reports say") weigh little anyway, found in many findings (``term_weights``)."""
+    return set(content_terms(text)) - INSTRUCTION_WORDS
 
 
 # The words that say a sentence gives a cause ("due", "because"), not what it is the cause of.
@@ -182,10 +168,6 @@ _MAIN_CLAUSE = re.compile(r",\s+(?!(?:and\s+|or\s+)?to\b)")
 _OUTLINE_NUMBER = re.compile(r"^\d+\.(?:\d+\.?)*\s+(?=[A-Z])")
 
 
-def without_outline_number(sentence: str) -> str:
-    return _OUTLINE_NUMBER.sub("", sentence, count=1)
-
-
 def usable(sentence: str) -> bool:
     """Whether a sentence can be quoted on its own in a report."""
     s = sentence.strip()
@@ -207,26 +189,17 @@ def usable(sentence: str) -> bool:
         or not (s.lstrip("¡¿\"'“‘(")[:1].isupper() or s[:1].isdigit())
     ):
         return _is_data_row(s)
-    if _is_data_row(s) or _priced_item(s):
+    if _is_data_row(s) or (_fact_item(s) and not context_dependent(s)):
         return True
-    # A pronoun or "these two worlds" needs the sentence before it.
-    return not context_dependent(s) and not is_fragment(s) and not is_instruction(s)
+    # A pronoun or "these two worlds" needs the sentence before it (in a passage, the first's).
+    return not context_dependent((split_sentences(s) or [s])[0]) and not is_fragment(s) and not is_instruction(s)
 
 
-# "Off-Peak membership £46 per month (weekdays before 4pm)": a list item (no full stop) that
-# names a thing and its price is a data point, verb or no verb; a prose fragment is not.
-_AMOUNT = re.compile(r"[£$€¥]\s?\d|\d[\d,.]*\s?(?:per\s|/\s?(?:month|year|day|hour|unit|user|seat)\b)")
-
-
-def _priced_item(text: str) -> bool:
+# "Off-Peak membership £46 per month (weekdays before 4pm)", "Lantern country sourdough (800 g): £5.20":
+# a list item (no full stop) that names a thing and a figure is a data point, verb or no verb.
+def _fact_item(text: str) -> bool:
     n = len(words(text))
-    return (
-        3 <= n <= 25
-        and text[:1].isupper()
-        and not ENDS_SENTENCE.search(text)
-        and bool(_AMOUNT.search(text))
-        and not context_dependent(text)
-    )
+    return 3 <= n <= 25 and text[:1].isupper() and not ENDS_SENTENCE.search(text) and has_fact(text)
 
 
 def _overlap(a: set[str], b: set[str]) -> float:
@@ -269,7 +242,13 @@ def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> 
                 at = paragraph.find(q.rstrip("."))  # a clause the compressor cut off ends in "." it lacks
                 before = split_sentences(paragraph[:at]) if at > 0 else []
                 if before:
-                    out.setdefault(str(e["artifact_file"]), {})[q] = before[-1]
+                    # Sentences opening with the same pronoun continue one subject: "He was a two-time
+                    # Pro Bowl selection" leans on "X (born 1977) is …" three sentences of "He …" back.
+                    k = len(before)
+                    while k > 1 and before[k - 1].split()[:1] == q.split()[:1]:
+                        k -= 1
+                    lead = before[k - 1] if not context_dependent(before[k - 1]) else before[-1]
+                    out.setdefault(str(e["artifact_file"]), {})[q] = lead
                     break
     return out
 
@@ -282,16 +261,19 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
     step_terms = {str(s["step_id"]): _step_terms(s, common) for s in steps}
     out: list[Finding] = []
     order = 0
+    led: set[tuple[int, str]] = set()
     for src in payload["sources"]:
         before = payload.get("preceding", {}).get(str(src.get("artifact_file") or ""), {})
         for sentence in [*split_sentences(src["summary"]), *src["extraction"]]:
             sentence = without_references(" ".join(sentence.split()))
             order += 1
             lead = before.get(sentence)
-            if lead and context_dependent(sentence) and not context_dependent(lead) and usable(f"{lead} {sentence}"):
-                sentence = f"{lead} {sentence}"  # "It lent £88m" with the sentence it continues
-            sentence = without_outline_number(sentence)
-            if not usable(sentence) or _PADDING.match(sentence):
+            # "It lent £88m" with the sentence it continues (once: a lead quoted twice is a duplicate).
+            if lead and (src["n"], lead) not in led and context_dependent(sentence) and usable(f"{lead} {sentence}"):
+                sentence = f"{lead} {sentence}"
+                led.add((src["n"], lead))
+            sentence = _OUTLINE_NUMBER.sub("", sentence, count=1)
+            if not usable(sentence) or PADDING.match(sentence):
                 continue
             terms = set(content_terms(sentence))
             own = step_terms.get(str(src["step_id"]), set())
@@ -303,8 +285,10 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
             twin = next((f for f in out if _near_duplicate(terms, f.terms) and figures(f.text) == numbers), None)
             if twin is not None:
                 # The same fact in other words: one finding, citations combined — but only when the
-                # kept wording would verify against this source too.
-                if src["n"] not in twin.cites and _overlap(twin.terms, terms) >= 0.6:
+                # kept wording would verify against this source too; the fuller wording of one source.
+                if twin.cites == [src["n"]] and twin.text in sentence:
+                    twin.text, twin.terms = sentence, terms
+                elif src["n"] not in twin.cites and _overlap(twin.terms, terms) >= 0.6:
                     twin.cites.append(src["n"])
                     twin.merged[src["n"]] = sentence
                 continue
@@ -453,7 +437,9 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
         ]
         home_id = str(home["step_id"]) if home else ""
         stress = frozenset(own[k] - others - subject)
-        pool.sort(key=lambda f: _rank(f, part_terms, kinds, home_id, stress, weights))
+        # The part's own words say more than the generic words of its aspect ("causes", "due").
+        mine = {t: w * (0.5 if t in aspects - own[k] else 1.0) for t, w in weights.items()}
+        pool.sort(key=lambda f: _rank(f, part_terms, kinds, home_id, stress, mine))
         limit = MAX_SUMMARY_PER_PART if len(parts) > 1 else 2 * MAX_SUMMARY_PER_PART
         # The same figure in other words ("£18.6m", "£18.6 million") is stated once in the summary.
         pool = [f for f in pool if id(f) in used or not _repeats(f, stated)]

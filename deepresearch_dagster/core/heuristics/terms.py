@@ -7,12 +7,17 @@ import re
 from ..text import STOPWORDS, content_terms
 from .sentences import IRREGULAR, VERB_STEMS, has_verb
 
-# Words that describe the task rather than the topic; matching them says nothing about relevance.
+# Words of the task, the request and the plan's own templates rather than the topic ("a brief",
+# "background", "cite sources"; not a request's verbs, "write" or "produce", which questions ask
+# about too): matching them says nothing about relevance.
 INSTRUCTION_WORDS = set(
     content_terms(
         "search corpus read relevant documents document extract concrete facts figures dates named "
-        "examples find answer question sub-question key terms what how why which who main "
-        "identify investigate background overview step research plan evidence tool tools query"
+        "examples find answer question sub-question key terms what how why which who main identify "
+        "investigate background overview introduction context summary step research plan evidence tool "
+        "tools query much many far today moving worry large big quantify wherever allow possible brief "
+        "briefing report memo analysis assessment profile dossier specific cite citation numbers names "
+        "please detail detailed due diligence its their current including include limitations outlook future"
     )
 )
 QUESTION_LEAD = re.compile(

@@ -1,0 +1,76 @@
+"""General mechanisms of the offline engine (issue 27): each a fact about any question, not a topic.
+
+The texts are written for these tests (no dataset item): a first hop whose subject is a pronoun,
+a page whose one sentence is long, a run of "He …" sentences, a number in words, and a "why" question."""
+
+from __future__ import annotations
+
+from deepresearch_dagster.core.heuristics.answer_types import supplies
+from deepresearch_dagster.core.heuristics.compression import compress_extractively
+from deepresearch_dagster.core.heuristics.critique import bridges
+from deepresearch_dagster.core.heuristics.planning import plan_heuristically
+from deepresearch_dagster.core.heuristics.report import findings, preceding_sentences
+
+
+def test_evidence_with_a_pronoun_subject_bridges_to_its_pages_title():
+    memory = [
+        {
+            "source": "Orla Brenn.txt",
+            "summary": 'She is known for her lead role as Inspector Kade Morrow in the series "Harbour Lights".',
+            "extraction": [],
+            "step_id": "1",
+        }
+    ]
+    question = 'Who did the actress who played Inspector Kade Morrow in "Harbour Lights" marry?'
+    assert "Orla Brenn" in [name for name, _, _ in bridges(question, memory)]
+
+
+def test_a_page_whose_one_sentence_is_long_is_quoted_all_the_same():
+    sentence = (
+        "Broadcasters often fall back on familiar fragments of orchestral music to suggest luxury or calm, and "
+        "the pieces most often heard in this way include the Tarrow Nocturne, the Vell Serenade in D, the "
+        "Morning Suite by Anselm Ruda, the Harbour Overture, the Long Field Variations and several short "
+        "waltzes by the younger Kessel."
+    )
+    out = compress_extractively(
+        {
+            "raw": f"# Orchestral music\n\n{sentence}\n",
+            "step_title": "Which piece by Anselm Ruda is used to suggest luxury",
+            "plan_title": "Which piece by Anselm Ruda is used to suggest luxury",
+            "tool_name": "read_document",
+        }
+    )
+    assert out["is_useful"] and "Morning Suite" in out["summary"]
+
+
+def test_a_run_of_sentences_opening_with_he_is_quoted_with_the_sentence_that_names_him():
+    paragraph = (
+        "Tomas Vell (born 1961) is a former rugby player who played for Carden for ten seasons. He studied law in "
+        "Leeds. He was capped 14 times. He was a three-time league champion."
+    )
+    entry = {
+        "n": 1,
+        "source": "Tomas Vell.txt",
+        "artifact_file": "a.txt",
+        "step_id": "1",
+        "summary": "Tomas Vell (born 1961) is a former rugby player who played for Carden for ten seasons. "
+        "He was a three-time league champion.",
+        "extraction": [],
+    }
+    payload = {
+        "question": "How many times was Tomas Vell league champion?",
+        "plan": {"steps": [{"step_id": "1", "title": "How many times was Tomas Vell league champion"}]},
+        "sources": [entry],
+        "preceding": preceding_sentences([entry], {"a.txt": paragraph}),
+    }
+    texts = [f.text for f in findings(payload)]
+    assert any(t.startswith("Tomas Vell") and t.endswith("three-time league champion.") for t in texts), texts
+    assert supplies("He was a three-time league champion.", {"count"})
+
+
+def test_a_why_question_searches_for_causes_in_one_step_of_its_own():
+    plan = plan_heuristically({"question": "Why do bridges ice before roads?", "max_steps": 5})
+    queries = [q for s in plan["steps"] for q in s["queries"]]
+    assert plan["steps"][0]["queries"] == ["bridges ice roads causes"]
+    assert len(queries) == len(set(queries))  # no step left without a query of its own
+
