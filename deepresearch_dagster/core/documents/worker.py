@@ -16,7 +16,8 @@ import importlib
 import multiprocessing
 import threading
 from collections.abc import Callable
-from multiprocessing.pool import Pool
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 from .model import ExtractedDocument, SkipFile
@@ -31,35 +32,65 @@ class ExtractionTimeout(SkipFile):
 
 
 _lock = threading.Lock()
-_pool: Pool | None = None
+_worker: tuple[BaseProcess, Connection] | None = None
 
 
-def _load(module: str) -> None:
-    importlib.import_module(module)
+def _serve(conn: Connection) -> None:
+    """The worker's loop: (function or module name, arguments) in, ("ok" | "error", value) out."""
+    while True:
+        try:
+            task, args = conn.recv()
+        except EOFError:
+            return
+        try:
+            value = importlib.import_module(task) if isinstance(task, str) else task(*args)
+            conn.send(("ok", None if isinstance(task, str) else value))
+        except Exception as exc:  # raised again in the caller, as the reader raised it
+            try:
+                conn.send(("error", exc))
+            except Exception:  # an exception that does not pickle travels as its text
+                conn.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}")))
 
 
-def _started(module: str) -> Pool:
-    """The worker, with the reader's ``module`` imported (pypdf, python-docx…): start-up and imports
-    are waited for here, outside any file's deadline."""
-    global _pool
-    pool = _pool or multiprocessing.get_context("spawn").Pool(1)
+def _call(task: Any, args: tuple[Any, ...], timeout: float) -> Any:
+    """``task(*args)`` in the worker (a module name: imported there); the worker is killed and
+    :class:`multiprocessing.TimeoutError` raised past ``timeout``, or when it dies mid-call."""
+    global _worker
+    if _worker is None:
+        parent, child = multiprocessing.get_context("spawn").Pipe()
+        process = multiprocessing.get_context("spawn").Process(target=_serve, args=(child,), daemon=True)
+        process.start()
+        child.close()
+        _worker = (process, parent)
+    process, conn = _worker
+    conn.send((task, args))
     try:
-        pool.apply_async(_load, (module,)).get(STARTUP_S)
-    except multiprocessing.TimeoutError:
-        pool.terminate()
-        _pool = None
-        raise ExtractionTimeout(f"the extraction process did not start in {STARTUP_S:g} s") from None
-    _pool = pool
-    return pool
+        ready = conn.poll(timeout)
+        status, value = conn.recv() if ready else (None, None)
+    except (EOFError, OSError):  # the worker died (a crash in a reader)
+        status = None
+    if status is None:
+        _kill()
+        raise multiprocessing.TimeoutError
+    if status == "error":
+        raise value
+    return value
+
+
+def _kill() -> None:
+    global _worker
+    if _worker is not None:
+        process, conn = _worker
+        _worker = None
+        process.kill()
+        process.join()
+        conn.close()
 
 
 def stop() -> None:
     """Kill the worker (a new one starts with the next slow file)."""
-    global _pool
     with _lock:
-        if _pool is not None:
-            _pool.terminate()
-            _pool = None
+        _kill()
 
 
 def extract_with_deadline(
@@ -69,14 +100,14 @@ def extract_with_deadline(
 
     ``extractor`` travels by reference (a module-level function), so the worker runs exactly the
     function the caller chose; its exceptions come back as raised. A worker that dies mid-file (a
-    crash in a reader) is replaced by the pool, and the file is skipped at the deadline."""
-    global _pool
+    crash in a reader) is replaced, and the file is skipped. The worker's start-up and the
+    reader's imports are waited for apart (``STARTUP_S``), outside the file's deadline."""
     with _lock:  # one file at a time: the worker is one process
-        pool = _started(extractor.__module__)
-        pending: Any = pool.apply_async(extractor, (data, name))
         try:
-            return pending.get(deadline_s)
+            _call(extractor.__module__, (), STARTUP_S)
         except multiprocessing.TimeoutError:
-            pool.terminate()  # the stuck reader dies with its process
-            _pool = None
+            raise ExtractionTimeout(f"the extraction process did not start in {STARTUP_S:g} s") from None
+        try:
+            return _call(extractor, (data, name), deadline_s)
+        except multiprocessing.TimeoutError:
             raise ExtractionTimeout(f"extraction took longer than {deadline_s:g} s") from None
