@@ -19,13 +19,10 @@ average at the start is recorded with the figures.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -40,25 +37,15 @@ BUCKET = "bench-fanout"
 
 def _cli(env: dict[str, str], *argv: str) -> tuple[dict, float]:
     started = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "deepresearch_dagster.cli", *argv, "--json", "--quiet"],
-        env=env, cwd=REPO, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if proc.returncode != 0:
-        raise SystemExit(f"deepresearch {argv[0]} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout), time.perf_counter() - started
+    return servers.cli_json(env, *argv, cwd=REPO), time.perf_counter() - started
 
 
 def _ops_per_worker(run_id: str) -> dict[str, int]:
-    from dagster import DagsterEventType, DagsterInstance
+    from dagster import DagsterInstance
 
-    per: Counter = Counter()
     with DagsterInstance.get() as instance:
-        for entry in instance.all_logs(run_id, of_type=DagsterEventType.ENGINE_EVENT):
-            metadata = entry.dagster_event.event_specific_data.metadata or {}
-            if "Celery worker" in metadata and "compress_tool_output" in (entry.step_key or ""):
-                per[metadata["Celery worker"].value.split("@")[0]] += 1
-    return dict(sorted(per.items()))
+        ran = servers.steps_per_worker(instance, run_id)
+    return {w: c["compress_tool_output"] for w, c in sorted(ran.items()) if c["compress_tool_output"]}
 
 
 def _latest_recompress_run(key: str) -> str:

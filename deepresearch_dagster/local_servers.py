@@ -9,6 +9,7 @@ start here.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pwd
 import secrets
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -244,3 +246,27 @@ def celery_workers(names: tuple[str, ...], root: Path, env: dict[str, str]) -> I
         for worker in started.values():
             worker.kill()
             worker.wait()
+
+
+def cli_json(env: dict[str, str], *argv: str, cwd: Path | None = None) -> dict:
+    """``deepresearch ARGV --json --quiet`` in a new process; its JSON, or exit with its error."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "deepresearch_dagster.cli", *argv, "--json", "--quiet"],
+        env=env, cwd=cwd, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise SystemExit(f"deepresearch {argv[0]} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout)
+
+
+def steps_per_worker(instance: object, run_id: str) -> dict[str, Counter]:
+    """For each Celery worker, how many steps of each op it ran (from the run's engine events)."""
+    from dagster import DagsterEventType
+
+    ran: dict[str, Counter] = {}
+    for entry in instance.all_logs(run_id, of_type=DagsterEventType.ENGINE_EVENT):  # type: ignore[attr-defined]
+        metadata = entry.dagster_event.event_specific_data.metadata or {}
+        if "Celery worker" in metadata and entry.step_key:
+            worker = metadata["Celery worker"].value.split("@")[0]
+            ran.setdefault(worker, Counter())[entry.step_key.split("[")[0].split(".")[-1]] += 1
+    return ran

@@ -14,13 +14,10 @@ Local copies (reports, worker logs, the lineage file) stay in the printed folder
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -32,34 +29,11 @@ BUCKET, PREFIX = "team-demo", "research"
 WORKERS = ("w1", "w2")
 
 
-def _cli(env: dict[str, str], *argv: str) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-m", "deepresearch_dagster.cli", *argv, "--json", "--quiet"],
-        env=env, cwd=REPO, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if proc.returncode != 0:
-        raise SystemExit(f"team-demo: deepresearch {argv[0]} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout)
-
-
-def _steps_per_worker(instance, run_id: str) -> dict[str, Counter]:
-    """For each worker, how many steps of each op it ran (from the run's events in Postgres)."""
-    from dagster import DagsterEventType
-
-    ran: dict[str, Counter] = {}
-    for entry in instance.all_logs(run_id, of_type=DagsterEventType.ENGINE_EVENT):
-        metadata = entry.dagster_event.event_specific_data.metadata or {}
-        if "Celery worker" in metadata and entry.step_key:
-            worker = metadata["Celery worker"].value.split("@")[0]
-            ran.setdefault(worker, Counter())[entry.step_key.split("[")[0].split(".")[-1]] += 1
-    return ran
-
-
 def _report(instance, job: str, key: str) -> str:
     from dagster import RunsFilter
 
     (run,) = instance.get_runs(RunsFilter(job_name=job, tags={"dagster/partition": key}), limit=1)
-    per_worker = _steps_per_worker(instance, run.run_id)
+    per_worker = servers.steps_per_worker(instance, run.run_id)
     steps = "; ".join(
         f"{w}: " + ", ".join(f"{op} x{n}" for op, n in sorted(c.items())) for w, c in sorted(per_worker.items())
     )
@@ -112,11 +86,13 @@ def main(argv: list[str] | None = None) -> int:
         # after a successful run: its summary reads plan.json from the local working copy, which
         # the workers never wrote to); its compressions are made inside the research loop anyway.
         local = {k: v for k, v in host.items() if k != "DEEPRESEARCH_CELERY_BROKER_URL"}
-        research = _cli(local, "run", args.question, "--engine", "offline", "--max-steps", "2", "--depth", "0")
+        research = servers.cli_json(
+            local, "run", args.question, "--engine", "offline", "--max-steps", "2", "--depth", "0", cwd=REPO
+        )
         key = research["partition_key"]
         prompt = root / "compressor_v2.md"
         prompt.write_text((REPO / "deepresearch_dagster" / "prompts" / "compressor.md").read_text() + "\n")
-        recompressed = _cli(host, "recompress", key, "--prompt-file", str(prompt))
+        recompressed = servers.cli_json(host, "recompress", key, "--prompt-file", str(prompt), cwd=REPO)
 
         os.environ.update({k: v for k, v in host.items() if k in shared or k == "DAGSTER_HOME"})
         from dagster import DagsterInstance
