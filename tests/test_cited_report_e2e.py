@@ -108,6 +108,7 @@ def test_the_select_style_quotes_the_verified_findings_the_model_picks(fake_open
     report = json.loads((ResearchSettings.from_env().artifacts_path / key / "report.json").read_text())
     assert "reporter" not in report["fallbacks"] and "(" not in report["reporter_model"]
     assert report["unverified_citations"] == 0 and report["rewritten"] == report["uncited_dropped"] == []
+    assert "could not be verified" not in report["markdown"]
     parts = read_report(report["markdown"], QUESTION)
     assert parts.sentences(("executive summary", "key findings")) and uncited(parts) == []
 
@@ -141,3 +142,20 @@ def test_auto_selects_for_a_small_context_window():
     assert report_style(ctx("auto", 32768)) == report_style(ctx("auto", None)) == "write"
     assert report_style(ctx("write", 4096)) == "write" and report_style(ctx("select", 32768)) == "select"
     assert report_style(ctx("select", 4096, engine_window=False)) == "write"  # the offline engine
+
+
+def test_the_select_style_quotes_only_what_verifies():
+    """A small model's summary paraphrases; the sections the extractive writer fills in the select
+    style keep only the sentences and items that verify as quoted."""
+    from deepresearch_dagster.core.roles.reporter import _quotable
+
+    raw = "Concrete stores heat by day. It releases the heat at night."
+    source = {"n": 1, "summary": "The passage discusses heat. Concrete stores heat by day.", "extraction": [
+        "It releases the heat at night.", "heat storage overview"]}  # fmt: skip
+
+    def cites(text: str) -> bool:
+        return text.removesuffix(" [1]") in raw
+
+    (kept,) = _quotable({"question": "q", "sources": [source]}, cites)["sources"]
+    assert kept["summary"] == "Concrete stores heat by day."
+    assert kept["extraction"] == ["It releases the heat at night."]

@@ -42,6 +42,7 @@ from ..models import (
     ToolOutputs,
 )
 from ..naming import markdown_code, markdown_text, reference_line, short_artifact_name
+from ..text import split_sentences
 from ..tools import Toolbox, ToolError
 from ..tools.artifact_tools import artifact_tools
 from ..untrusted import data_marker, spotlight, without_address
@@ -378,6 +379,8 @@ def _sections(
     outline_text = "\n".join(f"- {h}: " + "; ".join(points.get(h.lower(), [])) for h in headings)
     written: list[tuple[str, str]] = []
     fallbacks = 0
+    if select:  # a small model's summaries paraphrase: the sections quote only what verifies
+        payload = _quotable(payload, cites)  # type: ignore[arg-type]
     for heading in headings:
         if heading in FROM_GAPS or (select and heading not in SELECTED):
             written.append((heading, extractive_section(heading, payload)))
@@ -434,6 +437,25 @@ def _sections(
     else:
         label = model
     return "\n\n".join(f"## {h}\n\n{body}" for h, body in written), label, fallbacks + outline_fallback
+
+
+def _quotable(payload: dict[str, Any], cites: Callable[[str], bool]) -> dict[str, Any]:
+    """``payload`` with each source's summary sentences and extraction items kept only when they
+    verify against its raw output as quoted: the extractive writer then cites nothing that the
+    verifier would remove."""
+
+    def keep(e: dict[str, Any], text: str) -> bool:
+        return cites(f"{text} [{e['n']}]")
+
+    sources = [
+        {
+            **e,
+            "summary": " ".join(s for s in split_sentences(e["summary"]) if keep(e, s)),
+            "extraction": [x for x in e["extraction"] if keep(e, x)],
+        }
+        for e in payload["sources"]
+    ]
+    return {**payload, "sources": sources}
 
 
 def report_style(ctx: ResearchContext) -> str:
