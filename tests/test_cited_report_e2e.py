@@ -159,3 +159,14 @@ def test_the_select_style_quotes_only_what_verifies():
     (kept,) = _quotable({"question": "q", "sources": [source]}, cites)["sources"]
     assert kept["summary"] == "Concrete stores heat by day."
     assert kept["extraction"] == ["It releases the heat at night."]
+
+
+def test_the_selection_pool_leaves_out_a_finding_a_better_one_holds():
+    from deepresearch_dagster.core.roles.reporter import selection_pool
+
+    long = "A 2021 study of the 175 largest urban areas found that people of colour lived in hotter tracts."
+    short = "People of colour lived in hotter tracts."
+    plan = {"plan_title": "Heat", "steps": [{"step_id": "1", "title": "Urban heat", "description": "Who is hotter."}]}
+    source = {"n": 1, "step_id": "1", "summary": f"{long} {short}", "extraction": [], "artifact_file": "a.txt"}
+    pool = selection_pool({"question": "Who lives in hotter tracts?", "plan": plan, "sources": [source]}, bool)
+    assert [f.text for f in pool] == [long]

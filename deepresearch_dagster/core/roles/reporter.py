@@ -471,6 +471,16 @@ def report_style(ctx: ResearchContext) -> str:
     return "select" if size is not None and size <= SMALL_WINDOW else "write"
 
 
+def selection_pool(payload: dict[str, Any], cites: Callable[[str], bool]) -> list[Any]:
+    """The best-ranked findings that verify, at most ``SELECT_POOL``; a finding whose every word a
+    better one holds repeats it and is left out."""
+    pool: list[Any] = []
+    for f in ranked_findings(payload):
+        if len(pool) < SELECT_POOL and not any(f.terms <= g.terms for g in pool) and cites(f.quoted()):
+            pool.append(f)
+    return pool
+
+
 def _selected(
     ctx: ResearchContext,
     head: list[dict[str, Any]],
@@ -481,7 +491,7 @@ def _selected(
     """A section of the findings the model picks by number from those that verify (the offline
     writer's findings, the best answers first): the model decides what answers the question,
     every word is quoted from a source, so nothing in it can fail verification."""
-    pool = [f for f in ranked_findings(payload) if cites(f.quoted())][:SELECT_POOL]
+    pool = selection_pool(payload, cites)
     if not pool:
         raise StructuredOutputError("reporter", f"section '{heading}': no finding verifies")
     statements = "\n".join(f"({i}) {f.quoted()}" for i, f in enumerate(pool, 1))
