@@ -60,10 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.3, help="seconds the fake model takes per answer")
     args = parser.parse_args(argv)
-    for reason in (servers.unavailable_postgres(), servers.unavailable_redis(), servers.unavailable_s3()):
-        if reason:
-            print(f"celery_fanout: {reason}", file=sys.stderr)
-            return 2
+    reason = servers.unavailable_team()
+    if reason:
+        print(f"celery_fanout: {reason}", file=sys.stderr)
+        return 2
     root = Path(tempfile.mkdtemp(prefix="deepresearch-bench-fanout-"))
     load_before = os.getloadavg()[0]
     rows, results = [], {}

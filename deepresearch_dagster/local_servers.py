@@ -192,6 +192,11 @@ def unavailable_s3() -> str | None:
     return None
 
 
+def unavailable_team() -> str | None:
+    """Why Postgres, Redis or the S3-API server cannot start here, or None."""
+    return next((r for r in (unavailable_postgres(), unavailable_redis(), unavailable_s3()) if r), None)
+
+
 @contextlib.contextmanager
 def s3() -> Iterator[S3Server]:
     """moto's S3-API server on a free port (``moto_server``, from the dev dependencies)."""

@@ -44,10 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("question", nargs="?", default=QUESTION)
     args = parser.parse_args(argv)
-    for reason in (servers.unavailable_postgres(), servers.unavailable_redis(), servers.unavailable_s3()):
-        if reason:
-            print(f"team-demo: {reason}", file=sys.stderr)
-            return 2
+    reason = servers.unavailable_team()
+    if reason:
+        print(f"team-demo: {reason}", file=sys.stderr)
+        return 2
     root = Path(tempfile.mkdtemp(prefix="deepresearch-team-demo-"))
     started = time.monotonic()
     with ExitStack() as stack:
