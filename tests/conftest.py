@@ -154,9 +154,10 @@ def _no_leaked_dagster_instance() -> Iterator[None]:
     _current_storage.reset(token)
 
 
-# ``make test`` runs the suite on pytest-xdist workers. Each worker is handed one test at a time
-# when it is nearly idle, in collection order, so the long tests go first: the wall time is then
-# about the longest of them plus everything else split in two, not one long test started last.
+# ``make test`` runs the suite on pytest-xdist workers (``--dist worksteal``: each worker takes
+# half the queue in collection order, an idle one takes tests from the other's end), so the long
+# tests go first: the wall time is then about the longest of them plus everything else split in
+# two, not one long test started last. Plain ``-n N`` (``--dist load``) hands out one test at a time.
 SLOW_FIRST = (
     "test_real_servers_e2e.py",
     "test_team_deployment.py",
