@@ -353,6 +353,7 @@ def _sections(
     entries: list[dict[str, Any]] | None = None,
     raw: dict[str, str] | None = None,
     lookups: list[dict[str, Any]] | None = None,
+    selects: bool = False,
 ) -> tuple[str, str, int]:
     """Outline, then each section aware of the outline and the sections before it. Every call
     starts with the same stable prefix ``head`` (system prompt, question, plan: a provider's
@@ -371,7 +372,7 @@ def _sections(
     entries = entries or []
     lookups = lookups or []
     headings = list(REPORT_SECTIONS)
-    select = cites is not None and bool(payload["sources"]) and report_style(ctx) == "select"
+    select = selects and cites is not None and bool(payload["sources"])
     # The select style needs no outline: it would only guide the Analysis, at a small model's pace.
     points, outline_fallback = {}, 0
     if not select:
@@ -553,6 +554,8 @@ def write_report(
     rewriter = _rewriter(ctx, head, payload, entries_by_n, raw)
     # What the sections' own mending did (counted with the whole report's mending below).
     early = CitedSentences(markdown="")
+    # The select report style (a small model picks, never writes): read once, for the sections and the revision.
+    selects = not outputs.direct_answer and report_style(ctx) == "select"
     if outputs.direct_answer:
         try:
             body = call_structured(
@@ -598,7 +601,7 @@ def write_report(
             return _strip_heading(part.markdown, heading)
 
         body, model, reporter_fallbacks = _sections(
-            ctx, head, payload, cites, settle, entries=entries, raw=raw, lookups=lookups
+            ctx, head, payload, cites, settle, entries=entries, raw=raw, lookups=lookups, selects=selects
         )
     fallbacks = fallback_counts(ctx, bundle, outputs, reporter_fallbacks)
     body = without_address(body)  # an instruction a model read and repeated is never in a section
@@ -614,7 +617,7 @@ def write_report(
         entries=entries,
         verify=lambda text: verify_citations(one_number_each(text), entries_by_n, raws),
         memory=lambda sources: _working_memory(ctx, _memory_text(sources, raw)),
-        model_revises=outputs.direct_answer or report_style(ctx) != "select",
+        model_revises=not selects,
     )
     revised = revise_report(ctx, body, checks, payload, evidence, head, draft)
     body, checks = revised.markdown, revised.checks
