@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"apart: {category}: {group['answer_in_report']}/{group['answerable']} in report")
     print(
         f"engine {evaluation['engine']} · uncited sentences {summary['uncited_sentences']} · removed citations "
-        f"{summary['removed_citations']} · tokens {summary['tokens']:,} · {time.monotonic() - started:,.0f} s"
+        f"{summary['removed_citations']} · ungrounded figures {summary['ungrounded_figures']} · "
+        f"tokens {summary['tokens']:,} · {time.monotonic() - started:,.0f} s"
     )
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"eval_multihop_{args.engine}.json"

@@ -662,10 +662,10 @@ def test_openers_that_point_back_are_context_dependent(sentence):
 def test_no_corroborated_finding_means_every_finding_rests_on_one_source():
     markdown = (
         "## Analysis\n\nNo finding was stated by more than one independent source.\n\n## Limitations\n\n"
-        "- 37 of 40 findings rest on a single source; treat them as unconfirmed.\n"
+        "- 37 of 40 claims extracted from the sources rest on a single source; treat them as unconfirmed.\n"
     )
     out = reconcile_corroboration(markdown)
-    assert "All 40 findings rest on a single source" in out and "37 of 40" not in out
+    assert "All 40 claims extracted from the sources rest on a single source" in out and "37 of 40" not in out
 
 
 def test_a_documents_title_line_is_never_a_finding():

@@ -39,7 +39,7 @@ NONE_CORROBORATED = "No finding was stated by more than one independent source"
 # The executive summary and key findings of a research that found nothing to quote: a notice in
 # bold (the scorer reads no claim in it), since every sentence of those sections must cite.
 NO_FINDINGS = "**The research found no useful sources; see Limitations.**"
-_SINGLE_SOURCE_COUNT = re.compile(r"\b\d+ of (\d+) findings rest on a single source")
+_SINGLE_SOURCE_COUNT = re.compile(r"\b\d+ of (\d+) claims extracted from the sources rest on a single source")
 MAX_FINDING_WORDS = 60
 MAX_SUMMARY_PER_PART = 2
 ANSWER_KIND_WEIGHT = 1.5
@@ -669,10 +669,11 @@ def _next_steps(payload: dict[str, Any]) -> str:
 def reconcile_corroboration(markdown: str) -> str:
     """After citation verification: a finding left with fewer than two citations is no longer
     "stated by two or more sources"; drop it from that list (and the list if it empties). A report
-    whose Analysis names no corroborated finding says all its findings rest on one source."""
+    whose Analysis names no corroborated finding says all its extracted claims rest on one source."""
     markdown = _corroborated_list(markdown)
     if NONE_CORROBORATED in markdown:
-        markdown = _SINGLE_SOURCE_COUNT.sub(r"All \1 findings rest on a single source", markdown)
+        all_single = r"All \1 claims extracted from the sources rest on a single source"
+        markdown = _SINGLE_SOURCE_COUNT.sub(all_single, markdown)
     return markdown
 
 

@@ -233,5 +233,8 @@ def quality_warnings(scores: list[SourceScore], entries: list[dict[str, Any]]) -
     backed = {c for c, _ in corroborated_claims(entries)}
     single = len(claims - backed)
     if claims and single:
-        warnings.append(f"{single} of {len(claims)} findings rest on a single source; treat them as unconfirmed.")
+        warnings.append(
+            f"{single} of {len(claims)} claims extracted from the sources rest on a single source; "
+            "treat them as unconfirmed."
+        )
     return warnings
