@@ -15,15 +15,36 @@ from ..llm.contracts import planner_contract
 from ..llm.prompts import render
 from ..llm.structured import call_structured, record_fallback
 from ..models import ResearchPlan
-from ..text import content_terms
+from ..text import content_terms, words
 
 TOOLS_FOR_PROMPT = "local_search, read_document, grep_artifacts, read_artifact"
 
 
+def _written(plan: ResearchPlan, title: bool = True) -> set[str]:
+    steps = [f"{s.title} {s.description} {' '.join(s.queries)}" for s in plan.steps]
+    return set(content_terms(" ".join([plan.plan_title if title else "", *steps])))
+
+
 def _about_the_question(plan: ResearchPlan, question: str) -> bool:
     asked = set(content_terms(question))
-    written = " ".join([plan.plan_title, *(f"{s.title} {s.description} {' '.join(s.queries)}" for s in plan.steps)])
-    return not asked or bool(asked & set(content_terms(written)))
+    return not asked or bool(asked & _written(plan))
+
+
+def _cover_the_question(plan: ResearchPlan, question: str) -> ResearchPlan:
+    """The plan with the question's words it never mentions added to its last step's first query.
+
+    A small model plans the first hop of a two-hop question and stops ("the 1999 runner-up"
+    without "the racing game on whose cover he appears"): no search would then reach the second
+    hop. A plan that leaves out more than half of the question's content words gets them back
+    where they are searched; a plan that words the question its own way loses nothing."""
+    asked = list(dict.fromkeys(content_terms(question)))
+    left_out = set(asked) - _written(plan, title=False)  # the steps are what is searched
+    if len(left_out) < 2 or 2 * len(left_out) <= len(asked):
+        return plan
+    missing = " ".join(dict.fromkeys(w for w in words(question) if set(content_terms(w)) & left_out))
+    last = plan.steps[-1]
+    queries = [f"{last.queries[0]} {missing}"[:300], *last.queries[1:]] if last.queries else [f"{last.title} {missing}"]
+    return plan.model_copy(update={"steps": [*plan.steps[:-1], last.model_copy(update={"queries": queries})]})
 
 
 def make_plan(ctx: ResearchContext) -> ResearchPlan:
@@ -40,7 +61,10 @@ def make_plan(ctx: ResearchContext) -> ResearchPlan:
             # Schema-valid but unrelated to the question (a model emitting filler): its searches
             # could only find nothing, so the heuristic planner plans instead.
             raise StructuredOutputError("planner", "the plan shares no content word with the question")
-        return plan
+        covered = _cover_the_question(plan, ctx.question)
+        if covered is not plan:
+            ctx.log(f"planner: the plan left out most of the question, now searched by {covered.steps[-1].queries[0]!r}")
+        return covered
     except MODEL_FAILURES as exc:
         ctx.log(f"planner fell back to the heuristic planner: {exc}")
         record_fallback(ctx, "planner", "plan.json", exc)
