@@ -3,8 +3,8 @@
 Starts Postgres (Dagster's instance and the partition lock), Redis (the Celery broker), an S3-API
 server (the artifacts) and two Celery workers in folders of their own, all on 127.0.0.1 on free
 ports (deepresearch_dagster/local_servers.py, the same code the tests use); runs one research with
-``deepresearch run`` (in this process, its Dagster run in Postgres, its artifacts in the object
-store) and then recompresses it with another compressor prompt (the mapped compressions fan out
+``deepresearch run`` (its steps on the workers, its Dagster run in Postgres, its artifacts in the
+object store) and then recompresses it with another compressor prompt (the mapped compressions fan out
 over the workers); prints where everything went; stops everything it started.
 Local copies (reports, worker logs, the lineage file) stay in the printed folder.
 
@@ -82,12 +82,10 @@ def main(argv: list[str] | None = None) -> int:
             "DAGSTER_HOME": str(root / "dagster_home"),
             "DEEPRESEARCH_ARTIFACTS_DIR": str(root / "artifacts"),
         }
-        # The research runs in this host's process (with the broker set, `deepresearch run` fails
-        # after a successful run: its summary reads plan.json from the local working copy, which
-        # the workers never wrote to); its compressions are made inside the research loop anyway.
-        local = {k: v for k, v in host.items() if k != "DEEPRESEARCH_CELERY_BROKER_URL"}
+        # The research's steps run on the workers (its compressions are made inside the research
+        # loop); the summary reads the results from the object store.
         research = servers.cli_json(
-            local, "run", args.question, "--engine", "offline", "--max-steps", "2", "--depth", "0", cwd=REPO
+            host, "run", args.question, "--engine", "offline", "--max-steps", "2", "--depth", "0", cwd=REPO
         )
         key = research["partition_key"]
         prompt = root / "compressor_v2.md"
@@ -107,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             f"research {key}: {research['tool_calls']} tool calls, {research['verified_citations']} verified citations"
         )
         with DagsterInstance.get() as instance:
-            print(_report(instance, "research_job", key).replace("none", "none (in this host's process)"))
+            print(_report(instance, "research_job", key))
             print(_report(instance, "recompress_job", key))
         print(f"  {recompressed['summaries']} summaries under prompt {recompressed['prompt_version']}")
         print(f"artifacts: {len(objects)} objects in s3://{BUCKET}/{PREFIX}/{key}/ (report.md among them);")

@@ -6,6 +6,7 @@ a test is skipped, with the reason, only where its server cannot be installed.""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -278,7 +279,7 @@ def redis_url() -> str:
 
 
 @pytest.mark.fresh_dagster_home
-def test_compressions_fan_out_over_two_celery_workers(pg, s3, redis_url, isolated_env, monkeypatch):
+def test_a_research_and_its_recompression_run_on_celery_workers(pg, s3, redis_url, isolated_env, monkeypatch, capsys):
     from collections import Counter
 
     from dagster_celery import core_execution_loop
@@ -292,16 +293,16 @@ def test_compressions_fan_out_over_two_celery_workers(pg, s3, redis_url, isolate
     # the one before it. A tenth of a second here: the same tasks, the same workers.
     monkeypatch.setattr(core_execution_loop, "TICK_SECONDS", 0.1)
     use_s3(monkeypatch, s3, f"s3://{BUCKET}/fan-out")
-    # The workers start (about as long as the research takes) while this process researches.
-    workers = [
-        servers.start_worker(name, isolated_env / name, {**os.environ, "DEEPRESEARCH_CELERY_BROKER_URL": redis_url})
-        for name in ("w1", "w2")
-    ]
+    monkeypatch.setenv("DEEPRESEARCH_CELERY_BROKER_URL", redis_url)
+    workers = [servers.start_worker(name, isolated_env / name, dict(os.environ)) for name in ("w1", "w2")]
     try:
-        assert main(["run", QUESTION, "--engine", "offline", "--quiet", *SMALL]) == 0
-        monkeypatch.setenv("DEEPRESEARCH_CELERY_BROKER_URL", redis_url)
         for name, worker in zip(("w1", "w2"), workers, strict=True):
             servers.wait_ready(worker, isolated_env / name)
+        # The research's steps run on the workers, which write to the object store, not to this
+        # host's working copy: the summary reads its results from there.
+        assert main(["run", QUESTION, "--engine", "offline", "--quiet", "--json", *SMALL]) == 0, capsys.readouterr()
+        summary = json.loads(capsys.readouterr().out)
+        assert summary["tool_calls"] > 0 and Path(summary["report_md"]).is_file()
         # A replay with another compressor prompt: every stored raw output is compressed again, one
         # mapped op each, taken by whichever worker is free.
         prompt = isolated_env / "compressor_v2.md"

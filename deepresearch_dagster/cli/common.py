@@ -15,7 +15,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import UsageError
+from ..core.errors import StorageError, UsageError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
@@ -227,6 +227,28 @@ def known_research(settings: Any, partition: str) -> tuple[Any, str]:
 
     lineage = LineageStore.at(settings.duckdb_file) if settings.duckdb_file.exists() else None
     return lineage, resolve_partition(lineage, partition)
+
+
+class MissingResult(StorageError):
+    """A research that succeeded, and a file of its results that cannot be read (one line)."""
+
+
+def read_result(store: Any, name: str) -> dict[str, Any]:
+    """A JSON result of the research through its artifact store: the working copy, refreshed
+    from the shared object store when one is configured (the workers wrote there)."""
+    import json
+
+    try:
+        data = json.loads(store.read_text(name))
+    except (OSError, ValueError) as exc:
+        shared = f" nor in {store.shared.url}" if store.shared is not None else ""
+        raise MissingResult(
+            f"research {store.partition_key} finished, but its {name} is not readable in this host's working "
+            f"copy {store.partition_dir}{shared} ({type(exc).__name__})"
+        ) from None
+    if not isinstance(data, dict):
+        raise MissingResult(f"research {store.partition_key} finished, but its {name} is not a JSON object")
+    return data
 
 
 def report_checks(partition_dir: Path) -> int:

@@ -15,11 +15,13 @@ from .common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
+    MissingResult,
     UsageError,
     figure,
     live_progress,
     open_lineage,
     page_note,
+    read_result,
     report_checks,
     report_failure,
     say,
@@ -54,11 +56,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     check_dagster_yaml(dagster_home())
     from ..core.roles.coordinator import route
-    from ..core.store.artifacts import ArtifactStore
+    from ..core.store.object_store import artifact_store
     from ..core.store.partition_lock import PartitionBusy, partition_lock
 
     key = route(question)[1]  # the key register() gives it
-    partition_dir = ArtifactStore(settings.artifacts_path, key).partition_dir
+    # The configured store: with an object store, the steps may have run on Celery workers that
+    # wrote there and not to this host's working copy; reads below fetch from it.
+    store = artifact_store(settings, key)
+    partition_dir = store.partition_dir
     run_id = str(uuid.uuid4())  # the Dagster run's id, known before the run so the lock can name it
 
     def waiting(holder: str) -> None:
@@ -77,7 +82,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not outcome.success:
         return report_failure("research", outcome, partition_dir)
 
-    summary = _summary(lineage, key, settings, partition_dir)
+    try:
+        summary = _summary(lineage, key, settings, store)
+    except MissingResult as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     if args.json:
         print(json.dumps(summary, indent=2))
         return report_checks(partition_dir)
@@ -114,14 +123,20 @@ def _run_locked(
     return outcome, lineage
 
 
-def _summary(lineage: Any, key: str, settings: Any, partition_dir: Path) -> dict[str, Any]:
-    plan = json.loads((partition_dir / "plan.json").read_text("utf-8"))
-    report = json.loads((partition_dir / "report.json").read_text("utf-8"))
-    figures = lineage.reduction(key)
-    budget = lineage.latest_budget(key, "research_report")
-    from ..core.checks import read_checks
+def _summary(lineage: Any, key: str, settings: Any, store: Any) -> dict[str, Any]:
+    from ..core.checks import CHECKS_FILE, read_checks
     from ..core.heuristics import OFFLINE_MODEL
     from ..core.naming import plan_folder
+
+    plan = read_result(store, "plan.json")
+    report = read_result(store, "report.json")
+    # Into the working copy for what reads them there: --show-report, the checks' lines.
+    if not store.exists("report.md"):
+        raise MissingResult(f"research {key} finished, but its report.md is in none of its artifact stores")
+    store.exists(CHECKS_FILE)
+    partition_dir = store.partition_dir
+    figures = lineage.reduction(key)
+    budget = lineage.latest_budget(key, "research_report")
 
     return {
         "partition_key": key,
