@@ -48,7 +48,7 @@ def test_the_summary_reads_what_a_worker_wrote_to_the_shared_store(tmp_path, lin
     worker.write_text("report.md", "# Report\n")
     worker.write_json("checks.json", {"report_cites": {"passed": True, "severity": "ERROR", "summary": "ok"}})
     starter = ArtifactStore(tmp_path / "starter", "q1", shared)  # this host: an empty working copy
-    settings = type("Settings", (), {"duckdb_file": tmp_path / "lineage.duckdb"})()
+    settings = type("Settings", (), {"lineage_label": str(tmp_path / "lineage.duckdb")})()
 
     summary = research._summary(lineage, "q1", settings, starter)
 
@@ -63,7 +63,7 @@ def test_a_result_missing_everywhere_is_one_line_naming_the_file_and_the_stores(
     shared = DictRoot()
     store = ArtifactStore(tmp_path / "starter", "q1", shared)
     store.write_json("plan.json", {"plan_title": "T", "steps": []})
-    settings = type("Settings", (), {"duckdb_file": tmp_path / "lineage.duckdb"})()
+    settings = type("Settings", (), {"lineage_label": str(tmp_path / "lineage.duckdb")})()
     with pytest.raises(research.MissingResult) as info:
         research._summary(lineage, "q1", settings, store)
     message = str(info.value)

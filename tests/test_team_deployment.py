@@ -21,8 +21,10 @@ from deepresearch_dagster.core.config import ResearchSettings, load_settings
 from deepresearch_dagster.core.errors import ArtifactIntegrityError, ConfigError
 from deepresearch_dagster.core.models import ResearchPlan, ToolOutputs
 from deepresearch_dagster.core.store.artifacts import ArtifactStore
+from deepresearch_dagster.core.store.lineage import LineageStore
 from deepresearch_dagster.core.store.object_store import object_root
 from deepresearch_dagster.core.store.partition_lock import PartitionBusy, partition_lock
+from tests.core.store import test_lineage_queries as store_queries
 
 REPO = Path(__file__).resolve().parents[1]
 QUESTION = "What limits solid-state battery manufacturing, and how are companies scaling production?"
@@ -102,6 +104,8 @@ def test_a_research_runs_on_postgres_with_its_artifacts_on_an_object_store(pg, s
     home = Path(os.environ["DAGSTER_HOME"])
     (home / "dagster.yaml").unlink()  # a new home: it gets the Postgres dagster.yaml
     monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", pg.url)
+    # Lineage in the same database as Dagster's tables (its own schema: both have a `runs` table).
+    monkeypatch.setenv("DEEPRESEARCH_LINEAGE_URL", pg.url)
     use_s3(monkeypatch, s3)
     assert main(["run", QUESTION, "--engine", "offline", "--quiet", *SMALL]) == 0, capsys.readouterr().err
     assert (home / "dagster.yaml").read_bytes() == (REPO / "deploy" / "dagster-postgres.yaml").read_bytes()
@@ -111,7 +115,9 @@ def test_a_research_runs_on_postgres_with_its_artifacts_on_an_object_store(pg, s
     assert materialized == [(4,)]
     assert not list(home.rglob("*.db"))
     # The password reaches neither Dagster's storage, nor the artifacts, lineage or the home.
-    for table, column in (("event_logs", "event"), ("runs", "run_body")):
+    assert _query(pg.url, "SELECT count(*) FROM deepresearch.tool_calls") != [(0,)]
+    lineage_text = [("deepresearch.tool_calls", "arguments"), ("deepresearch.llm_calls", "error")]
+    for table, column in (("event_logs", "event"), ("runs", "run_body"), *lineage_text):
         leaked = _query(pg.url, f"SELECT count(*) FROM {table} WHERE {column} LIKE '%{pg.password}%'")
         assert leaked == [(0,)], table
     for path in isolated_env.rglob("*"):
@@ -174,6 +180,7 @@ OTHER_HOST = """
 import sys
 from pathlib import Path
 from deepresearch_dagster.core.store.partition_lock import PartitionBusy, partition_lock
+from tests.core.store import test_lineage_queries as store_queries
 url, folder = sys.argv[1:]
 try:
     with partition_lock(Path(folder), "shared-question", "run-b", postgres_url=url):
@@ -327,3 +334,71 @@ def test_a_research_and_its_recompression_run_on_celery_workers(pg, s3, redis_ur
     ]
     assert len(compress_steps) >= 2
     assert set(per_worker) == {"w1", "w2"}, per_worker
+
+
+# -- lineage in Postgres, through DuckDB's postgres extension ---------------------------------------
+def fresh_database(pg: servers.Postgres, name: str) -> str:
+    """A new database on the test server (each test its own lineage tables); its URL."""
+    import psycopg2
+
+    conn = psycopg2.connect(pg.url)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {name}")
+        cur.execute(f"CREATE DATABASE {name}")
+    conn.close()
+    return pg.url.rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.fixture
+def lineage(pg, request) -> LineageStore:
+    """The store-query tests of tests/core/store, on a Postgres database instead of a file."""
+    return LineageStore.at(fresh_database(pg, f"lineage_{request.node.name[5:40].lower()}"))
+
+
+# The named queries, run again on Postgres: the same tests as on a DuckDB file.
+test_tool_call_and_summary_queries = store_queries.test_tool_call_and_summary_queries
+test_research_listing_status_and_prefix = store_queries.test_research_listing_status_and_prefix
+test_latest_budget_takes_the_newest_entry_of_each_dimension = (
+    store_queries.test_latest_budget_takes_the_newest_entry_of_each_dimension
+)
+test_tool_cache_serves_a_verified_artifact_and_misses_a_changed_one = (
+    store_queries.test_tool_cache_serves_a_verified_artifact_and_misses_a_changed_one
+)
+
+
+def _comparable(value):
+    """What must agree between the backends: everything but times, run ids and local paths."""
+    if isinstance(value, dict):
+        return {k: _comparable(v) for k, v in value.items() if not k.endswith(("_at", "_ms", "_file", "run_id"))}
+    if isinstance(value, list | tuple):
+        return [_comparable(v) for v in value]
+    return value
+
+
+def test_audit_and_metrics_read_the_same_from_postgres_as_from_a_duckdb_file(pg, isolated_env, monkeypatch, capsys):
+    outputs = {}
+    for backend in ("file", "postgres"):
+        monkeypatch.setenv("DEEPRESEARCH_ARTIFACTS_DIR", str(isolated_env / backend))
+        if backend == "postgres":
+            monkeypatch.setenv("DEEPRESEARCH_LINEAGE_URL", fresh_database(pg, "lineage_audit"))
+        assert main(["run", QUESTION, "--engine", "offline", "--quiet", "--json", *SMALL]) == 0
+        key = json.loads(capsys.readouterr().out)["partition_key"]
+        assert main(["audit", key, "--json"]) == 0
+        audit = json.loads(capsys.readouterr().out)
+        assert main(["metrics", "--json"]) == 0
+        outputs[backend] = (audit, json.loads(capsys.readouterr().out))
+    assert not (isolated_env / "postgres" / "lineage.duckdb").exists()  # nothing went to a file
+    (audit, metrics) = outputs["postgres"]
+    assert audit["citations"] and metrics["totals"]["tool_calls"] > 0
+    assert all(r["created_at"] is not None for r in metrics["researches"])
+    assert _comparable(outputs["postgres"]) == _comparable(outputs["file"])
+
+
+def test_an_unreachable_lineage_database_is_one_line_naming_it(monkeypatch, capsys):
+    port = servers.free_port()
+    monkeypatch.setenv("DEEPRESEARCH_LINEAGE_URL", f"postgresql://team:pw-not-shown@127.0.0.1:{port}/lineage")
+    assert main(["run", QUESTION, "--engine", "offline", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: the lineage database at 127.0.0.1:{port}/lineage cannot be used")
+    assert "DEEPRESEARCH_LINEAGE_URL" in err and "pw-not-shown" not in err and len(err.splitlines()) == 1

@@ -194,11 +194,15 @@ def open_lineage(settings: Any, must_exist: bool = False) -> Iterator[Any]:
     """The lineage store over ONE connection for the whole command (schema check, price sync
     and every query), instead of a connect per query; ``None`` when ``must_exist`` and the file
     is missing. For read commands only: the file lock is held until the block ends."""
+    from ..core.store.lineage import LineageStore, check_database_file, path_connect
+
+    if settings.lineage_postgres:  # one connection per process already
+        yield LineageStore.at(settings.lineage_postgres)
+        return
     path = settings.duckdb_file
     if must_exist and not path.exists():
         yield None
         return
-    from ..core.store.lineage import LineageStore, check_database_file, path_connect
 
     if path.is_dir():
         check_database_file(path)  # one line naming the setting (a corrupt file fails the connect below)
@@ -225,7 +229,8 @@ def known_research(settings: Any, partition: str) -> tuple[Any, str]:
     """The lineage store and the full partition key (see :func:`resolve_partition`)."""
     from ..core.store.lineage import LineageStore
 
-    lineage = LineageStore.at(settings.duckdb_file) if settings.duckdb_file.exists() else None
+    exists = settings.lineage_postgres or settings.duckdb_file.exists()
+    lineage = LineageStore.at(settings.lineage_database) if exists else None
     return lineage, resolve_partition(lineage, partition)
 
 

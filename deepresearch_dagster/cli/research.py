@@ -104,7 +104,7 @@ def _run_locked(
     from ..core.store.lineage import check_database_file
 
     check_writable(settings.artifacts_path)  # a full disk: one line before anything is registered
-    check_database_file(settings.duckdb_file)
+    check_database_file(settings.lineage_database)
     if not args.quiet:
         say(f"researching with the {effective.resolved_engine()} engine: {question[:200]}")
     # The spinner and its clock run from here on: loading Dagster, then every model and tool wait.
@@ -114,7 +114,7 @@ def _run_locked(
         from ..launcher import ensure_instance, run_job
 
         instance = ensure_instance()
-        lineage = LineageStore.at(settings.duckdb_file)
+        lineage = LineageStore.at(settings.lineage_database)
         register(lineage, question, options.set_values(), partition_key=key)
         if not args.quiet:
             say(f"partition {key}")
@@ -144,7 +144,7 @@ def _summary(lineage: Any, key: str, settings: Any, store: Any) -> dict[str, Any
         "report_md": str(partition_dir / "report.md"),
         "report_json": str(partition_dir / "report.json"),
         "artifacts_dir": str(partition_dir / plan_folder(plan["plan_title"])),
-        "duckdb": str(settings.duckdb_file),
+        "duckdb": settings.lineage_label,
         **figures,
         "sufficiency_scores": report.get("sufficiency_scores", []),
         "verified_citations": report.get("verified_citations", 0),
@@ -251,7 +251,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     console = Console()
     # Partition keys are printed whole (audit, replays and the UI take them; a unique prefix works too).
     if console.width < 110:
-        console.print(f"Researches in {settings.duckdb_file}", style="italic")
+        console.print(f"Researches in {settings.lineage_label}", style="italic")
         for r in rows:
             reduction = "" if r["reduction_pct"] is None else f", {figure(r['reduction_pct'], '%', 1)} reduction"
             console.print(r["partition_key"], style="bold", no_wrap=True, crop=False, soft_wrap=True)
@@ -265,7 +265,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         if note:
             console.print(note, style="italic")
         return EXIT_OK
-    table = Table(title=f"Researches in {settings.duckdb_file}")
+    table = Table(title=f"Researches in {settings.lineage_label}")
     table.add_column("partition", no_wrap=True)
     table.add_column("question", overflow="ellipsis", no_wrap=True, ratio=1)
     for col in ("status", "tool calls", "reduction"):
