@@ -139,6 +139,25 @@ def execute(
             run_config=run_config,
             tags=tags,
         )
+    return _outcome(result)
+
+
+def _outcome(result: Any) -> RunOutcome:
     reasons = [] if result.success else failure_reasons(result.all_events)
     message = "" if result.success else (reasons[-1] if reasons else "unknown error")
     return RunOutcome(result.success, result.run_id, message, reasons, list(result.all_events))
+
+
+def reexecute_from_failure(job_name: str, parent_run_id: str, instance: DagsterInstance) -> RunOutcome:
+    """A failed run of ``job_name`` again from its failed steps (Dagster's from-failure
+    re-execution, as the UI's "Re-execute from failure"): the steps that succeeded are not run
+    again, their outputs are read where the IO managers stored them; the steps go to whichever
+    executor the job has (Celery workers when configured)."""
+    from dagster import ReexecutionOptions, build_reconstructable_job, execute_job
+
+    recon = build_reconstructable_job("deepresearch_dagster.definitions", "job_definition", (job_name,))
+    parent = instance.get_run_by_id(parent_run_id)
+    # The parent's tags (its partition among them), this process as the one orchestrating.
+    tags = {**(parent.tags if parent else {}), PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+    options = ReexecutionOptions.from_failure(parent_run_id, instance)
+    return _outcome(execute_job(recon, instance, tags=tags, reexecution_options=options))

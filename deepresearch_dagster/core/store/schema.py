@@ -481,7 +481,22 @@ def temp_views_sql() -> str:
 
 def migrate_postgres(conn: duckdb.DuckDBPyConnection) -> list[int]:
     """:func:`migrate` for lineage in Postgres: the missing migrations in one transaction under
-    an advisory lock (hosts migrating at once take turns), then this connection's views."""
+    an advisory lock (hosts migrating at once take turns), then this connection's views. The
+    extension's transactions are REPEATABLE READ: one that waited for the lock sees the catalog
+    as it was before the winner committed, fails, and is tried again with a fresh snapshot."""
+    delay = 0.05
+    for attempt in range(_ATTEMPTS):
+        try:
+            return _migrate_postgres_once(conn)
+        except duckdb.Error:
+            if attempt == _ATTEMPTS - 1:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+    raise AssertionError("unreachable")
+
+
+def _migrate_postgres_once(conn: duckdb.DuckDBPyConnection) -> list[int]:
     conn.execute("BEGIN TRANSACTION")
     try:
         postgres_execute(conn, f"SELECT pg_advisory_xact_lock({_PG_MIGRATION_LOCK})")

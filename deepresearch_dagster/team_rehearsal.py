@@ -1,0 +1,390 @@
+"""A team deployment rehearsed on one machine, with a fault (issue 25; ``make team-demo``,
+deploy/team_demo.py, and tests/test_team_deployment.py run it).
+
+Postgres (Dagster's instance, the partition locks, the lineage through DuckDB), Redis (the
+Celery broker), an S3-API server (the artifacts) and two Celery workers in folders of their own,
+all on 127.0.0.1 (:mod:`.local_servers`). Four researches through ``deepresearch run``, two at a
+time, their steps on the workers; while one research's ``tool_outputs`` step is compressing on
+a worker, that worker's process running the step is SIGKILLed (the worker's Celery parent then
+reports the task lost: the run fails); the failed run is re-executed from failure. The same four
+questions are researched on the embedded default (DuckDB file, local folder, one process) as the
+reference. :func:`rehearse` returns the figures (:class:`Figures`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import local_servers as servers
+
+QUESTIONS = (
+    "What limits solid-state battery manufacturing, and how are companies scaling production?",
+    "How do urban heat islands form, and what cools a city?",
+    "Who built the first programmable computers, and how were they programmed?",
+    "Which solid electrolytes do solid-state batteries use, and what are their trade-offs?",
+)
+RESEARCH_OPTIONS = ("--engine", "offline", "--max-steps", "2", "--depth", "0")
+WORKERS = ("w1", "w2")
+BUCKET, PREFIX = "team-rehearsal", "research"
+AT_ONCE = 2
+TEAM_VARIABLES = ("DEEPRESEARCH_", "AWS_", "DAGSTER_HOME")
+LINEAGE_SCHEMA = "deepresearch"  # core/store/schema.py SCHEMA
+
+
+@dataclass
+class Figures:
+    researches_finished: int = 0
+    researches: int = 0
+    ops_per_worker: dict[str, int] = field(default_factory=dict)
+    lineage_rows: dict[str, int] = field(default_factory=dict)
+    rows_lost: int = 0
+    rows_duplicated: int = 0
+    rows_of_the_failed_attempt: int = 0
+    tool_calls_repeated: int = 0
+    killed: str = ""  # "<worker> pid <pid> during <partition>'s compressions", or "" when no kill happened
+    reports_identical: str = "no"
+    wall_s: float = 0.0
+
+    def line(self) -> str:
+        return json.dumps(asdict(self), sort_keys=False)
+
+
+def _cli(env: dict[str, str], question: str, cwd: Path) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "deepresearch_dagster.cli", "run", question, *RESEARCH_OPTIONS, "--json", "--quiet"]
+    return subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _plain_env(root: Path) -> dict[str, str]:
+    """The embedded default: none of the team settings, a home and an artifact folder of its own."""
+    from .core.config import environment
+
+    env = {k: v for k, v in environment().items() if not k.startswith(TEAM_VARIABLES)}
+    return {**env, "DAGSTER_HOME": str(root / "home"), "DEEPRESEARCH_ARTIFACTS_DIR": str(root / "artifacts")}
+
+
+def _run_all(env: dict[str, str], cwd: Path, watch: Callable[[], None] | None = None) -> dict[str, dict]:
+    """Every question through ``deepresearch run``, ``AT_ONCE`` at a time; question -> its JSON
+    summary, or {"exit": code, "stderr": ...} when it failed. ``watch`` is called while they run."""
+    (Path(env["DAGSTER_HOME"])).mkdir(parents=True, exist_ok=True)
+    waiting, running, done = list(QUESTIONS), {}, {}
+    while waiting or running:
+        while waiting and len(running) < AT_ONCE:
+            question = waiting.pop(0)
+            running[question] = _cli(env, question, cwd)
+        for question, proc in list(running.items()):
+            if proc.poll() is not None:
+                out, err = proc.communicate()
+                done[question] = json.loads(out) if proc.returncode == 0 else {"exit": proc.returncode, "stderr": err}
+                del running[question]
+        if watch is not None:
+            watch()
+        time.sleep(0.05)
+    return done
+
+
+def _pg(url: str, sql: str, params: tuple = ()) -> list[tuple]:
+    import psycopg2
+
+    conn = psycopg2.connect(url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql, params)
+            return cur.fetchall()
+    finally:
+        conn.close()
+
+
+def _children(pid: int) -> list[int]:
+    with contextlib.suppress(OSError):
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return []
+
+
+class _Killer:
+    """Watches Postgres while the researches run: the first research whose ``tool_outputs`` step
+    runs on a worker and has compressed a tool output gets that worker's step process SIGKILLed."""
+
+    def __init__(self, url: str, workers: dict[str, subprocess.Popen]) -> None:
+        self.url, self.workers = url, workers
+        self.killed: tuple[str, int, str] | None = None  # worker, pid, partition
+        self.before: set[tuple[str, str]] = set()  # (tool, arguments) executed before the kill
+
+    def __call__(self) -> None:
+        import psycopg2
+
+        if self.killed is not None:
+            return
+        with contextlib.suppress(psycopg2.errors.UndefinedTable):  # before the first run made them
+            self._watch()
+
+    def _watch(self) -> None:
+        started = _pg(
+            self.url,
+            "SELECT e.event, t.value FROM event_logs e JOIN run_tags t ON t.run_id = e.run_id "
+            "AND t.key = 'dagster/partition' WHERE e.dagster_event_type = 'ENGINE_EVENT' "
+            "AND e.step_key = 'tool_outputs' AND e.event LIKE '%%Celery worker%%'",
+        )
+        for event, partition in started:
+            match = re.search(r"\b(w\d+)@", event)
+            if match is None or match.group(1) not in self.workers:
+                continue
+            done = _pg(
+                self.url,
+                f"SELECT count(*) FROM {LINEAGE_SCHEMA}.tool_calls WHERE partition_key = %s "
+                "AND compression_key IS NOT NULL",
+                (partition,),
+            )
+            finished = _pg(
+                self.url,
+                "SELECT count(*) FROM event_logs e JOIN run_tags t ON t.run_id = e.run_id AND t.key = "
+                "'dagster/partition' AND t.value = %s WHERE e.step_key = 'tool_outputs' AND "
+                "e.dagster_event_type IN ('STEP_SUCCESS', 'STEP_FAILURE')",
+                (partition,),
+            )
+            if done[0][0] and not finished[0][0]:
+                worker = match.group(1)
+                steps = _children(self.workers[worker].pid)
+                if not steps:
+                    continue
+                for pid in steps:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                self.killed = (worker, steps[0], partition)
+                rows = _pg(
+                    self.url,
+                    f"SELECT tool, arguments FROM {LINEAGE_SCHEMA}.tool_calls WHERE partition_key = %s AND NOT cached",
+                    (partition,),
+                )
+                self.before = {(tool, args) for tool, args in rows}
+                return
+
+
+def _ops_per_worker(url: str) -> dict[str, int]:
+    sql = "SELECT event FROM event_logs WHERE dagster_event_type = 'ENGINE_EVENT' AND event LIKE '%%Celery worker%%'"
+    rows = _pg(url, sql)
+    ran = Counter(m.group(1) for (event,) in rows if (m := re.search(r"\b(w\d+)@", event)))
+    return dict(sorted(ran.items()))
+
+
+def _lineage_counts_pg(url: str) -> tuple[dict[str, int], Counter]:
+    tables = [
+        t
+        for (t,) in _pg(
+            url,
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY table_name",
+            (LINEAGE_SCHEMA,),
+        )
+    ]
+    totals = {t: _pg(url, f"SELECT count(*) FROM {LINEAGE_SCHEMA}.{t}")[0][0] for t in tables}
+    per = Counter()
+    for t in _partitioned(url, tables):
+        for key, n in _pg(url, f"SELECT partition_key, count(*) FROM {LINEAGE_SCHEMA}.{t} GROUP BY 1"):
+            per[(t, key)] = n
+    return totals, per
+
+
+def _partitioned(url: str, tables: list[str]) -> list[str]:
+    rows = _pg(
+        url,
+        "SELECT table_name FROM information_schema.columns WHERE table_schema = %s AND column_name = 'partition_key'",
+        (LINEAGE_SCHEMA,),
+    )
+    return sorted({t for (t,) in rows} & set(tables))
+
+
+def _lineage_counts_file(path: Path) -> Counter:
+    import duckdb
+
+    per = Counter()
+    with duckdb.connect(str(path), read_only=True) as conn:
+        tables = [
+            t
+            for (t,) in conn.execute(
+                "SELECT table_name FROM duckdb_columns() WHERE column_name = 'partition_key' AND schema_name = 'main' "
+                "AND NOT internal AND table_name IN (SELECT table_name FROM duckdb_tables())"
+            ).fetchall()
+        ]
+        for t in tables:
+            for key, n in conn.execute(f"SELECT partition_key, count(*) FROM {t} GROUP BY 1").fetchall():
+                per[(t, key)] = n
+    return per
+
+
+@contextlib.contextmanager
+def _team(root: Path) -> Iterator[tuple[dict[str, str], str, dict[str, subprocess.Popen]]]:
+    """The servers and the two workers; the settings every host shares."""
+    with contextlib.ExitStack() as stack:
+        pg = stack.enter_context(servers.postgres())
+        broker = stack.enter_context(servers.redis())
+        store = stack.enter_context(servers.s3())
+        import boto3
+
+        boto3.client(
+            "s3", endpoint_url=store.endpoint, aws_access_key_id=store.access_key,
+            aws_secret_access_key=store.secret_key, region_name="us-east-1",
+        ).create_bucket(Bucket=BUCKET)  # fmt: skip
+        shared = {
+            "DEEPRESEARCH_POSTGRES_URL": pg.url,
+            "DEEPRESEARCH_LINEAGE_URL": pg.url,
+            "DEEPRESEARCH_CELERY_BROKER_URL": broker,
+            "DEEPRESEARCH_ARTIFACTS_URL": f"s3://{BUCKET}/{PREFIX}",
+            "AWS_ENDPOINT_URL": store.endpoint,
+            "AWS_ACCESS_KEY_ID": store.access_key,
+            "AWS_SECRET_ACCESS_KEY": store.secret_key,
+            "AWS_REGION": "us-east-1",
+        }
+        env = {**_plain_env(root / "host"), **shared}
+        workers = {name: servers.start_worker(name, root / "workers" / name, env) for name in WORKERS}
+        try:
+            yield env, pg.url, workers
+        finally:
+            for worker in workers.values():
+                for pid in _children(worker.pid):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                worker.kill()
+                worker.wait()
+
+
+def rehearse(root: Path, cwd: Path, say: Callable[[str], None] = lambda _: None) -> Figures:
+    """The whole scenario in ``root`` (temporary folders of every process); every server and
+    worker it starts is stopped before it returns."""
+    started = time.monotonic()
+    figures = Figures(researches=len(QUESTIONS))
+    with _team(root) as (env, url, workers):
+        # The reference runs on the embedded default while the workers start.
+        single_env = _plain_env(root / "single")
+        say(f"single machine: {len(QUESTIONS)} researches, {AT_ONCE} at a time (embedded default)")
+        single = _run_all(single_env, cwd)
+        for name, worker in workers.items():
+            servers.wait_ready(worker, root / "workers" / name)
+        say(f"team: {len(QUESTIONS)} researches, {AT_ONCE} at a time, steps on workers {', '.join(workers)}")
+        killer = _Killer(url, workers)
+        team = _run_all(env, cwd, killer)
+        if killer.killed:
+            worker, pid, partition = killer.killed
+            figures.killed = f"{worker} pid {pid} during {partition}'s compressions"
+            say(f"SIGKILLed {worker}'s step process (pid {pid}) during {partition}'s compressions")
+        failed = [q for q, out in team.items() if "exit" in out]
+        for question in failed:
+            say(f"failed: {question}: {team[question]['stderr'].strip()[-300:]}")
+            _reexecute(env, url, question, say)
+        figures.researches_finished = _finished(url)
+        figures.ops_per_worker = _ops_per_worker(url)
+        figures.lineage_rows, per = _lineage_counts_pg(url)
+        reference = _lineage_counts_file(Path(single_env["DEEPRESEARCH_ARTIFACTS_DIR"]) / "lineage.duckdb")
+        failed_runs = {r for (r,) in _pg(url, "SELECT run_id FROM runs WHERE status = 'FAILURE'")}
+        extra = _failed_attempt_rows(url, failed_runs)
+        figures.rows_of_the_failed_attempt = sum(extra.values())
+        for key in set(per) | set(reference):
+            diff = per[key] - extra.get(key, 0) - reference[key]
+            figures.rows_lost += max(0, -diff)
+            figures.rows_duplicated += max(0, diff)
+        if killer.killed:
+            figures.tool_calls_repeated = _repeated(url, killer.killed[2], killer.before)
+        figures.reports_identical = _reports_identical(env, single, team)
+    figures.wall_s = round(time.monotonic() - started, 1)
+    return figures
+
+
+def _reexecute(env: dict[str, str], url: str, question: str, say: Callable[[str], None]) -> None:
+    from .core.naming import partition_key_for
+
+    key = partition_key_for(question)
+    rows = _pg(
+        url,
+        "SELECT r.run_id, r.status FROM runs r JOIN run_tags t ON t.run_id = r.run_id AND t.key = 'dagster/partition' "
+        "WHERE t.value = %s ORDER BY r.create_timestamp DESC LIMIT 1",
+        (key,),
+    )
+    if not rows or rows[0][1] != "FAILURE":
+        say(f"nothing to re-execute for {key}: its last run is {rows[0][1] if rows else 'missing'}")
+        return
+    run_id = rows[0][0]
+    say(f"re-executing run {run_id} ({key}) from failure")
+    code = (
+        "import sys\n"
+        "from deepresearch_dagster.core.config import export_postgres_url, load_settings\n"
+        "from deepresearch_dagster.launcher import ensure_instance\n"
+        "from deepresearch_dagster.defs.runs import reexecute_from_failure\n"
+        "export_postgres_url(load_settings().postgres)\n"
+        "outcome = reexecute_from_failure('research_job', sys.argv[1], ensure_instance())\n"
+        "print('SUCCESS' if outcome.success else outcome.message)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, run_id], env=env, capture_output=True, text=True, check=False)
+    say(f"  re-execution: {(proc.stdout.strip() or proc.stderr.strip()[-500:]).splitlines()[-1:]}")
+
+
+def _finished(url: str) -> int:
+    rows = _pg(
+        url,
+        "SELECT t.value, bool_or(r.status = 'SUCCESS') FROM runs r JOIN run_tags t ON t.run_id = r.run_id "
+        "AND t.key = 'dagster/partition' WHERE r.pipeline_name = 'research_job' GROUP BY t.value",
+    )
+    return sum(ok for _, ok in rows)
+
+
+def _failed_attempt_rows(url: str, failed_runs: set[str]) -> Counter:
+    """Rows that the failed runs' killed steps wrote and their re-execution wrote again: every
+    LLM attempt and budget entry stays recorded (seed 000: every call is a lineage row)."""
+    extra = Counter()
+    if not failed_runs:
+        return extra
+    runs = list(failed_runs)
+    queries = {
+        # The killed step's LLM calls: those of the failed run made once its tool_outputs started.
+        "llm_calls": f"SELECT l.partition_key, count(*) FROM {LINEAGE_SCHEMA}.llm_calls l JOIN "
+        f"{LINEAGE_SCHEMA}.runs r ON r.run_id = l.run_id AND r.stage = 'tool_outputs' "
+        "WHERE l.run_id = ANY(%s) AND l.created_at >= r.started_at GROUP BY 1",
+        "budget_ledger": f"SELECT partition_key, count(*) FROM {LINEAGE_SCHEMA}.budget_ledger "
+        "WHERE run_id = ANY(%s) AND stage = 'tool_outputs' GROUP BY 1",
+        "runs": f"SELECT partition_key, count(*) FROM {LINEAGE_SCHEMA}.runs WHERE run_id = ANY(%s) "
+        "AND stage = 'tool_outputs' GROUP BY 1",
+    }
+    for table, sql in queries.items():
+        for key, n in _pg(url, sql, (runs,)):
+            extra[(table, key)] += n
+    return extra
+
+
+def _repeated(url: str, partition: str, before: set[tuple[str, str]]) -> int:
+    """Tool calls executed before the kill and executed again (not served from the tool cache)
+    by the re-execution."""
+    rows = _pg(
+        url,
+        f"SELECT tool, arguments FROM {LINEAGE_SCHEMA}.tool_calls WHERE partition_key = %s AND NOT cached",
+        (partition,),
+    )
+    return sum((tool, args) in before for tool, args in rows)
+
+
+def _reports_identical(env: dict[str, str], single: dict[str, dict], team: dict[str, dict]) -> str:
+    """report.md of every research, from the object store, against the single-machine run's."""
+    from .core.config import ResearchSettings
+    from .core.naming import partition_key_for
+    from .core.store.artifacts import partition_folder
+    from .core.store.object_store import ObjectRoot
+
+    settings = ResearchSettings(
+        artifacts_url=env["DEEPRESEARCH_ARTIFACTS_URL"], s3_endpoint=env["AWS_ENDPOINT_URL"],
+        s3_access_key_id=env["AWS_ACCESS_KEY_ID"], s3_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+    )  # fmt: skip
+    shared = ObjectRoot.from_settings(settings)
+    for question in QUESTIONS:
+        if "report_md" not in single.get(question, {}):
+            return "no"
+        key = partition_folder(partition_key_for(question))
+        if shared.get(f"{key}/report.md") != Path(single[question]["report_md"]).read_bytes():
+            return "no"
+    return "yes"
