@@ -61,6 +61,20 @@ class Postgres:
     port: int
     data_dir: Path
 
+    def new_database(self, name: str) -> str:
+        """A new, empty database ``name`` on this server (dropped first if it exists); its URL."""
+        import psycopg2
+
+        conn = psycopg2.connect(self.url)
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                cur.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            conn.close()
+        return self.url.rsplit("/", 1)[0] + f"/{name}"
+
 
 def _as_postgres_user(argv: list[str]) -> list[str]:
     """``initdb`` and ``pg_ctl`` refuse to run as root: as root, run them as the ``postgres`` user."""

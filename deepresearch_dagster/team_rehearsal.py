@@ -52,6 +52,9 @@ class Figures:
     rows_duplicated: int = 0
     rows_of_the_failed_attempt: int = 0
     tool_calls_repeated: int = 0
+    repeated_tools: dict[str, int] = field(default_factory=dict)  # tool -> calls executed again
+    recompressed: int = 0  # summaries of one research recompressed under a new prompt, fanned out
+    compressions_per_worker: dict[str, int] = field(default_factory=dict)
     killed: str = ""  # "<worker> pid <pid> during <partition>'s compressions", or "" when no kill happened
     reports_identical: str = "no"
     wall_s: float = 0.0
@@ -170,8 +173,23 @@ class _Killer:
                 return
 
 
-def _ops_per_worker(url: str) -> dict[str, int]:
+def _recompress(env: dict[str, str], cwd: Path, root: Path, say: Callable[[str], None]) -> int:
+    """The first question's research recompressed under a new compressor prompt (``deepresearch
+    recompress``): every raw output again, one mapped op each, over the workers."""
+    from .core.naming import partition_key_for
+
+    prompt = root / "compressor_v2.md"
+    prompt.write_text((Path(__file__).parent / "prompts" / "compressor.md").read_text("utf-8") + "\n", "utf-8")
+    key = partition_key_for(QUESTIONS[0])
+    say(f"recompressing {key} under a new prompt, fanned out over the workers")
+    out = servers.cli_json(env, "recompress", key, "--prompt-file", str(prompt), cwd=cwd)
+    return int(out["summaries"])
+
+
+def _ops_per_worker(url: str, step: str = "") -> dict[str, int]:
     sql = "SELECT event FROM event_logs WHERE dagster_event_type = 'ENGINE_EVENT' AND event LIKE '%%Celery worker%%'"
+    if step:
+        sql += f" AND step_key LIKE '%%{step}%%'"
     rows = _pg(url, sql)
     ran = Counter(m.group(1) for (event,) in rows if (m := re.search(r"\b(w\d+)@", event)))
     return dict(sorted(ran.items()))
@@ -194,13 +212,18 @@ def _lineage_counts_pg(url: str) -> tuple[dict[str, int], Counter]:
     return totals, per
 
 
+# Not compared with the single machine: its researches run through the plain pipeline (no
+# Dagster runs, so no `runs` rows), and the price table is not per research.
+NOT_COMPARED = {"runs"}
+
+
 def _partitioned(url: str, tables: list[str]) -> list[str]:
     rows = _pg(
         url,
         "SELECT table_name FROM information_schema.columns WHERE table_schema = %s AND column_name = 'partition_key'",
         (LINEAGE_SCHEMA,),
     )
-    return sorted({t for (t,) in rows} & set(tables))
+    return sorted(({t for (t,) in rows} & set(tables)) - NOT_COMPARED)
 
 
 def _lineage_counts_file(path: Path) -> Counter:
@@ -215,85 +238,131 @@ def _lineage_counts_file(path: Path) -> Counter:
                 "AND NOT internal AND table_name IN (SELECT table_name FROM duckdb_tables())"
             ).fetchall()
         ]
-        for t in tables:
+        for t in set(tables) - NOT_COMPARED:
             for key, n in conn.execute(f"SELECT partition_key, count(*) FROM {t} GROUP BY 1").fetchall():
                 per[(t, key)] = n
     return per
 
 
+@dataclass
+class Servers:
+    postgres: servers.Postgres
+    broker: str  # redis://127.0.0.1:<port>/0
+    s3: servers.S3Server
+
+
 @contextlib.contextmanager
-def _team(root: Path) -> Iterator[tuple[dict[str, str], str, dict[str, subprocess.Popen]]]:
-    """The servers and the two workers; the settings every host shares."""
-    with contextlib.ExitStack() as stack:
-        pg = stack.enter_context(servers.postgres())
-        broker = stack.enter_context(servers.redis())
-        store = stack.enter_context(servers.s3())
-        import boto3
-
-        boto3.client(
-            "s3", endpoint_url=store.endpoint, aws_access_key_id=store.access_key,
-            aws_secret_access_key=store.secret_key, region_name="us-east-1",
-        ).create_bucket(Bucket=BUCKET)  # fmt: skip
-        shared = {
-            "DEEPRESEARCH_POSTGRES_URL": pg.url,
-            "DEEPRESEARCH_LINEAGE_URL": pg.url,
-            "DEEPRESEARCH_CELERY_BROKER_URL": broker,
-            "DEEPRESEARCH_ARTIFACTS_URL": f"s3://{BUCKET}/{PREFIX}",
-            "AWS_ENDPOINT_URL": store.endpoint,
-            "AWS_ACCESS_KEY_ID": store.access_key,
-            "AWS_SECRET_ACCESS_KEY": store.secret_key,
-            "AWS_REGION": "us-east-1",
-        }
-        env = {**_plain_env(root / "host"), **shared}
-        workers = {name: servers.start_worker(name, root / "workers" / name, env) for name in WORKERS}
-        try:
-            yield env, pg.url, workers
-        finally:
-            for worker in workers.values():
-                for pid in _children(worker.pid):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                worker.kill()
-                worker.wait()
+def started_servers() -> Iterator[Servers]:
+    """Postgres, Redis and the S3-API server, each stopped by its pid on exit."""
+    with servers.postgres() as pg, servers.redis() as broker, servers.s3() as store:
+        yield Servers(pg, broker, store)
 
 
-def rehearse(root: Path, cwd: Path, say: Callable[[str], None] = lambda _: None) -> Figures:
-    """The whole scenario in ``root`` (temporary folders of every process); every server and
-    worker it starts is stopped before it returns."""
+@contextlib.contextmanager
+def _workers(root: Path, env: dict[str, str]) -> Iterator[dict[str, subprocess.Popen]]:
+    workers = {name: servers.start_worker(name, root / "workers" / name, env) for name in WORKERS}
+    try:
+        yield workers
+    finally:
+        for worker in workers.values():
+            for pid in _children(worker.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            worker.kill()
+            worker.wait()
+
+
+def _shared_settings(team: Servers) -> dict[str, str]:
+    """What every host of the rehearsal shares: a database of its own on the Postgres server
+    (Dagster's tables, the locks, the lineage), the broker, a bucket of its own."""
+    import boto3
+
+    client = boto3.client(
+        "s3", endpoint_url=team.s3.endpoint, aws_access_key_id=team.s3.access_key,
+        aws_secret_access_key=team.s3.secret_key, region_name="us-east-1",
+    )  # fmt: skip
+    with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
+        client.create_bucket(Bucket=BUCKET)
+    url = team.postgres.new_database("team_rehearsal")
+    return {
+        "DEEPRESEARCH_POSTGRES_URL": url,
+        "DEEPRESEARCH_LINEAGE_URL": url,
+        "DEEPRESEARCH_CELERY_BROKER_URL": team.broker,
+        "DEEPRESEARCH_ARTIFACTS_URL": f"s3://{BUCKET}/{PREFIX}",
+        "AWS_ENDPOINT_URL": team.s3.endpoint,
+        "AWS_ACCESS_KEY_ID": team.s3.access_key,
+        "AWS_SECRET_ACCESS_KEY": team.s3.secret_key,
+        "AWS_REGION": "us-east-1",
+    }
+
+
+def _single_machine(root: Path) -> dict[str, bytes]:
+    """The reference: every question on the embedded default (DuckDB file, local folder), in
+    this process, through the pipeline the assets call (core/pipeline.py); question -> report.md."""
+    from .core.config import load_settings
+    from .core.pipeline import run_research
+
+    plain = {"lineage_url": None, "artifacts_url": "", "postgres_url": None, "celery_broker_url": None}
+    settings = load_settings({"artifacts_dir": str(root / "artifacts"), "duckdb_path": str(root / "lineage.duckdb")})
+    settings = settings.model_copy(update=plain)
+    options = dict(zip(RESEARCH_OPTIONS[::2], RESEARCH_OPTIONS[1::2], strict=True))
+    options = {k.removeprefix("--").replace("-", "_"): (v if k == "--engine" else int(v)) for k, v in options.items()}
+    reports = {}
+    for question in QUESTIONS:
+        ctx, _ = run_research(question, settings.with_options(options), options)
+        reports[question] = (ctx.store.partition_dir / "report.md").read_bytes()
+    return reports
+
+
+def rehearse(
+    root: Path, cwd: Path, say: Callable[[str], None] = lambda _: None, team: Servers | None = None
+) -> Figures:
+    """The whole scenario in ``root`` (temporary folders of every process), on ``team``'s servers
+    or on servers of its own; every server and worker it starts is stopped before it returns."""
+    if team is None:
+        with started_servers() as own:
+            return rehearse(root, cwd, say, own)
     started = time.monotonic()
+    said = say
+    say = lambda line: said(f"[{time.monotonic() - started:5.1f} s] {line}")  # noqa: E731
     figures = Figures(researches=len(QUESTIONS))
-    with _team(root) as (env, url, workers):
-        # The reference runs on the embedded default while the workers start.
-        single_env = _plain_env(root / "single")
-        say(f"single machine: {len(QUESTIONS)} researches, {AT_ONCE} at a time (embedded default)")
-        single = _run_all(single_env, cwd)
+    env = {**_plain_env(root / "host"), **_shared_settings(team)}
+    url = env["DEEPRESEARCH_POSTGRES_URL"]
+    with _workers(root, env) as workers:
+        say(f"single machine: {len(QUESTIONS)} researches in this process (embedded default) while the workers start")
+        single = _single_machine(root / "single")
         for name, worker in workers.items():
             servers.wait_ready(worker, root / "workers" / name)
         say(f"team: {len(QUESTIONS)} researches, {AT_ONCE} at a time, steps on workers {', '.join(workers)}")
         killer = _Killer(url, workers)
-        team = _run_all(env, cwd, killer)
+        team_runs = _run_all(env, cwd, killer)
         if killer.killed:
             worker, pid, partition = killer.killed
             figures.killed = f"{worker} pid {pid} during {partition}'s compressions"
             say(f"SIGKILLed {worker}'s step process (pid {pid}) during {partition}'s compressions")
-        failed = [q for q, out in team.items() if "exit" in out]
-        for question in failed:
-            say(f"failed: {question}: {team[question]['stderr'].strip()[-300:]}")
+        for question in [q for q, out in team_runs.items() if "exit" in out]:
+            say(f"failed: {question}: {team_runs[question]['stderr'].strip()[-300:]}")
             _reexecute(env, url, question, say)
         figures.researches_finished = _finished(url)
-        figures.ops_per_worker = _ops_per_worker(url)
         figures.lineage_rows, per = _lineage_counts_pg(url)
-        reference = _lineage_counts_file(Path(single_env["DEEPRESEARCH_ARTIFACTS_DIR"]) / "lineage.duckdb")
+        reference = _lineage_counts_file(root / "single" / "lineage.duckdb")
         failed_runs = {r for (r,) in _pg(url, "SELECT run_id FROM runs WHERE status = 'FAILURE'")}
         extra = _failed_attempt_rows(url, failed_runs)
         figures.rows_of_the_failed_attempt = sum(extra.values())
-        for key in set(per) | set(reference):
-            diff = per[key] - extra.get(key, 0) - reference[key]
-            figures.rows_lost += max(0, -diff)
-            figures.rows_duplicated += max(0, diff)
+        for key in sorted(set(per) | set(reference)):
+            figures.rows_lost += max(0, reference[key] - per[key])
+            figures.rows_duplicated += max(0, per[key] - extra.get(key, 0) - reference[key])
+            if per[key] < reference[key] or per[key] - extra.get(key, 0) > reference[key]:
+                say(f"{key[0]} rows of {key[1]}: {per[key]} ({extra.get(key, 0)} of the failed attempt), "
+                    f"{reference[key]} on one machine")
         if killer.killed:
-            figures.tool_calls_repeated = _repeated(url, killer.killed[2], killer.before)
-        figures.reports_identical = _reports_identical(env, single, team)
+            figures.repeated_tools = _repeated(url, killer.killed[2], killer.before)
+            figures.tool_calls_repeated = sum(figures.repeated_tools.values())
+        figures.reports_identical = _reports_identical(env, single)
+        # Last, as it adds a summary version to the lineage compared above.
+        figures.recompressed = _recompress(env, cwd, root, say)
+        figures.compressions_per_worker = _ops_per_worker(url, "compress_tool_output")
+        figures.ops_per_worker = _ops_per_worker(url)
     figures.wall_s = round(time.monotonic() - started, 1)
     return figures
 
@@ -358,19 +427,19 @@ def _failed_attempt_rows(url: str, failed_runs: set[str]) -> Counter:
     return extra
 
 
-def _repeated(url: str, partition: str, before: set[tuple[str, str]]) -> int:
-    """Tool calls executed before the kill and executed again (not served from the tool cache)
-    by the re-execution."""
+def _repeated(url: str, partition: str, before: set[tuple[str, str]]) -> dict[str, int]:
+    """Tool calls executed before the kill and executed again by the re-execution (not served
+    from the tool cache), per tool."""
     rows = _pg(
         url,
         f"SELECT tool, arguments FROM {LINEAGE_SCHEMA}.tool_calls WHERE partition_key = %s AND NOT cached",
         (partition,),
     )
-    return sum((tool, args) in before for tool, args in rows)
+    return dict(sorted(Counter(tool for tool, args in rows if (tool, args) in before).items()))
 
 
-def _reports_identical(env: dict[str, str], single: dict[str, dict], team: dict[str, dict]) -> str:
-    """report.md of every research, from the object store, against the single-machine run's."""
+def _reports_identical(env: dict[str, str], single: dict[str, bytes]) -> str:
+    """report.md of every research, read from the object store, against the single-machine run's."""
     from .core.config import ResearchSettings
     from .core.naming import partition_key_for
     from .core.store.artifacts import partition_folder
@@ -381,10 +450,5 @@ def _reports_identical(env: dict[str, str], single: dict[str, dict], team: dict[
         s3_access_key_id=env["AWS_ACCESS_KEY_ID"], s3_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
     )  # fmt: skip
     shared = ObjectRoot.from_settings(settings)
-    for question in QUESTIONS:
-        if "report_md" not in single.get(question, {}):
-            return "no"
-        key = partition_folder(partition_key_for(question))
-        if shared.get(f"{key}/report.md") != Path(single[question]["report_md"]).read_bytes():
-            return "no"
-    return "yes"
+    same = all(shared.get(f"{partition_folder(partition_key_for(q))}/report.md") == single[q] for q in QUESTIONS)
+    return "yes" if same else "no"

@@ -285,75 +285,11 @@ def redis_url() -> str:
         yield url
 
 
-@pytest.mark.fresh_dagster_home
-def test_a_research_and_its_recompression_run_on_celery_workers(pg, s3, redis_url, isolated_env, monkeypatch, capsys):
-    from collections import Counter
-
-    from dagster_celery import core_execution_loop
-
-    from deepresearch_dagster.launcher import run_job
-
-    (Path(os.environ["DAGSTER_HOME"]) / "dagster.yaml").unlink()
-    monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", pg.url)
-    monkeypatch.setenv("DEEPRESEARCH_DUCKDB", str(isolated_env / "lineage.duckdb"))  # one host: a shared file
-    # dagster-celery looks for finished tasks once a second; a stage then waits up to a second for
-    # the one before it. A tenth of a second here: the same tasks, the same workers.
-    monkeypatch.setattr(core_execution_loop, "TICK_SECONDS", 0.1)
-    use_s3(monkeypatch, s3, f"s3://{BUCKET}/fan-out")
-    monkeypatch.setenv("DEEPRESEARCH_CELERY_BROKER_URL", redis_url)
-    workers = [servers.start_worker(name, isolated_env / name, dict(os.environ)) for name in ("w1", "w2")]
-    try:
-        for name, worker in zip(("w1", "w2"), workers, strict=True):
-            servers.wait_ready(worker, isolated_env / name)
-        # The research's steps run on the workers, which write to the object store, not to this
-        # host's working copy: the summary reads its results from there.
-        assert main(["run", QUESTION, "--engine", "offline", "--quiet", "--json", *SMALL]) == 0, capsys.readouterr()
-        summary = json.loads(capsys.readouterr().out)
-        assert summary["tool_calls"] > 0 and Path(summary["report_md"]).is_file()
-        # A replay with another compressor prompt: every stored raw output is compressed again, one
-        # mapped op each, taken by whichever worker is free.
-        prompt = isolated_env / "compressor_v2.md"
-        prompt.write_text((REPO / "deepresearch_dagster" / "prompts" / "compressor.md").read_text() + "\n")
-        settings = load_settings()
-        (key,) = [p.parent.name for p in settings.artifacts_path.glob("*/plan.json")]
-        outcome = run_job(
-            "recompress_job", key, resources_config={"research": {"config": {"compressor_prompt_file": str(prompt)}}}
-        )
-        assert outcome.success, outcome.message
-    finally:
-        for worker in workers:
-            worker.kill()
-            worker.wait()
-    per_worker = Counter(
-        e.event_specific_data.metadata["Celery worker"].value.split("@")[0]
-        for e in outcome.events
-        if e.event_type_value == "ENGINE_EVENT" and "Celery worker" in (e.event_specific_data.metadata or {})
-    )
-    compress_steps = [
-        e for e in outcome.events if e.event_type_value == "STEP_SUCCESS" and "compress_tool_output" in e.step_key
-    ]
-    assert len(compress_steps) >= 2
-    assert set(per_worker) == {"w1", "w2"}, per_worker
-
-
 # -- lineage in Postgres, through DuckDB's postgres extension ---------------------------------------
-def fresh_database(pg: servers.Postgres, name: str) -> str:
-    """A new database on the test server (each test its own lineage tables); its URL."""
-    import psycopg2
-
-    conn = psycopg2.connect(pg.url)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {name}")
-        cur.execute(f"CREATE DATABASE {name}")
-    conn.close()
-    return pg.url.rsplit("/", 1)[0] + f"/{name}"
-
-
 @pytest.fixture
 def lineage(pg, request) -> LineageStore:
     """The store-query tests of tests/core/store, on a Postgres database instead of a file."""
-    return LineageStore.at(fresh_database(pg, f"lineage_{request.node.name[5:40].lower()}"))
+    return LineageStore.at(pg.new_database(f"lineage_{request.node.name[5:40].lower()}"))
 
 
 # The named queries, run again on Postgres: the same tests as on a DuckDB file.
@@ -381,7 +317,7 @@ def test_audit_and_metrics_read_the_same_from_postgres_as_from_a_duckdb_file(pg,
     for backend in ("file", "postgres"):
         monkeypatch.setenv("DEEPRESEARCH_ARTIFACTS_DIR", str(isolated_env / backend))
         if backend == "postgres":
-            monkeypatch.setenv("DEEPRESEARCH_LINEAGE_URL", fresh_database(pg, "lineage_audit"))
+            monkeypatch.setenv("DEEPRESEARCH_LINEAGE_URL", pg.new_database("lineage_audit"))
         assert main(["run", QUESTION, "--engine", "offline", "--quiet", "--json", *SMALL]) == 0
         key = json.loads(capsys.readouterr().out)["partition_key"]
         assert main(["audit", key, "--json"]) == 0
@@ -402,3 +338,26 @@ def test_an_unreachable_lineage_database_is_one_line_naming_it(monkeypatch, caps
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: the lineage database at 127.0.0.1:{port}/lineage cannot be used")
     assert "DEEPRESEARCH_LINEAGE_URL" in err and "pw-not-shown" not in err and len(err.splitlines()) == 1
+
+
+# -- the issue's rehearsal: 4 researches on two workers, one worker's step killed, re-executed ----
+LOCAL_TOOLS = {"local_search", "read_document", "grep_artifacts", "read_artifact"}
+
+
+def test_four_researches_on_two_workers_survive_a_killed_worker(pg, s3, redis_url, tmp_path):
+    from deepresearch_dagster.team_rehearsal import Servers, rehearse
+
+    lines: list[str] = []
+    figures = rehearse(tmp_path, REPO, lines.append, Servers(pg, redis_url, s3))
+    report = "\n".join(lines) + "\n" + figures.line()
+    assert figures.killed, report  # a worker's step process was SIGKILLed while it compressed
+    assert figures.researches_finished == figures.researches == 4, report
+    assert set(figures.ops_per_worker) == {"w1", "w2"}, report
+    assert figures.rows_lost == 0 and figures.rows_duplicated == 0, report
+    assert figures.reports_identical == "yes", report
+    # Re-executed from failure: only what the killed step had done is done again, and of the
+    # tool calls only local corpus reads (not cached by design); every other tool is cached.
+    assert set(figures.repeated_tools) <= LOCAL_TOOLS, report
+    assert figures.lineage_rows["tool_calls"] > 0 and figures.lineage_rows["summaries"] > 0, report
+    # A recompression under a new prompt: one mapped op per raw output, on both workers.
+    assert figures.recompressed > 0 and set(figures.compressions_per_worker) == {"w1", "w2"}, report

@@ -65,7 +65,17 @@ def failure_reasons(events: list[Any]) -> list[str]:
             reasons.append(f"{cause} ({data.error.message.strip().replace('Exceeded', 'after')})")
         elif data.error:
             reasons.append(data.error.message.strip())
-    return reasons
+    return reasons or _run_failure(events)
+
+
+def _run_failure(events: list[Any]) -> list[str]:
+    """A run that failed outside any step's own failure: a step lost with its Celery worker
+    ("During celery execution errors occurred in workers: [tool_outputs]: WorkerLostError …")."""
+    for event in events:
+        error = getattr(event.event_specific_data, "error", None) if event.is_run_failure else None
+        if error is not None:
+            return [" ".join(line.strip() for line in error.message.strip().splitlines()[:3])[:400]]
+    return []
 
 
 @dataclass(frozen=True)
