@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import local_servers as servers
+from .core.store import team_queries as queries
 
 QUESTIONS = (
     "What limits solid-state battery manufacturing, and how are companies scaling production?",
@@ -39,7 +39,6 @@ WORKERS = ("w1", "w2")
 BUCKET, PREFIX = "team-rehearsal", "research"
 AT_ONCE = 2
 TEAM_VARIABLES = ("DEEPRESEARCH_", "AWS_", "DAGSTER_HOME")
-LINEAGE_SCHEMA = "deepresearch"  # core/store/schema.py SCHEMA
 
 
 @dataclass
@@ -96,18 +95,6 @@ def _run_all(env: dict[str, str], cwd: Path, watch: Callable[[], None] | None = 
     return done
 
 
-def _pg(url: str, sql: str, params: tuple = ()) -> list[tuple]:
-    import psycopg2
-
-    conn = psycopg2.connect(url)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql, params)
-            return cur.fetchall()
-    finally:
-        conn.close()
-
-
 def _children(pid: int) -> list[int]:
     with contextlib.suppress(OSError):
         return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
@@ -124,53 +111,18 @@ class _Killer:
         self.before: set[tuple[str, str]] = set()  # (tool, arguments) executed before the kill
 
     def __call__(self) -> None:
-        import psycopg2
-
         if self.killed is not None:
             return
-        with contextlib.suppress(psycopg2.errors.UndefinedTable):  # before the first run made them
-            self._watch()
-
-    def _watch(self) -> None:
-        started = _pg(
-            self.url,
-            "SELECT e.event, t.value FROM event_logs e JOIN run_tags t ON t.run_id = e.run_id "
-            "AND t.key = 'dagster/partition' WHERE e.dagster_event_type = 'ENGINE_EVENT' "
-            "AND e.step_key = 'tool_outputs' AND e.event LIKE '%%Celery worker%%'",
-        )
-        for event, partition in started:
-            match = re.search(r"\b(w\d+)@", event)
-            if match is None or match.group(1) not in self.workers:
+        for worker, partition in queries.compressing_steps(self.url):
+            steps = _children(self.workers[worker].pid) if worker in self.workers else []
+            if not steps:
                 continue
-            done = _pg(
-                self.url,
-                f"SELECT count(*) FROM {LINEAGE_SCHEMA}.tool_calls WHERE partition_key = %s "
-                "AND compression_key IS NOT NULL",
-                (partition,),
-            )
-            finished = _pg(
-                self.url,
-                "SELECT count(*) FROM event_logs e JOIN run_tags t ON t.run_id = e.run_id AND t.key = "
-                "'dagster/partition' AND t.value = %s WHERE e.step_key = 'tool_outputs' AND "
-                "e.dagster_event_type IN ('STEP_SUCCESS', 'STEP_FAILURE')",
-                (partition,),
-            )
-            if done[0][0] and not finished[0][0]:
-                worker = match.group(1)
-                steps = _children(self.workers[worker].pid)
-                if not steps:
-                    continue
-                for pid in steps:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                self.killed = (worker, steps[0], partition)
-                rows = _pg(
-                    self.url,
-                    f"SELECT tool, arguments FROM {LINEAGE_SCHEMA}.tool_calls WHERE partition_key = %s AND NOT cached",
-                    (partition,),
-                )
-                self.before = {(tool, args) for tool, args in rows}
-                return
+            for pid in steps:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            self.killed = (worker, steps[0], partition)
+            self.before = set(queries.executed_calls(self.url, partition))
+            return
 
 
 def _recompress(env: dict[str, str], cwd: Path, root: Path, say: Callable[[str], None]) -> int:
@@ -184,64 +136,6 @@ def _recompress(env: dict[str, str], cwd: Path, root: Path, say: Callable[[str],
     say(f"recompressing {key} under a new prompt, fanned out over the workers")
     out = servers.cli_json(env, "recompress", key, "--prompt-file", str(prompt), cwd=cwd)
     return int(out["summaries"])
-
-
-def _ops_per_worker(url: str, step: str = "") -> dict[str, int]:
-    sql = "SELECT event FROM event_logs WHERE dagster_event_type = 'ENGINE_EVENT' AND event LIKE '%%Celery worker%%'"
-    if step:
-        sql += f" AND step_key LIKE '%%{step}%%'"
-    rows = _pg(url, sql)
-    ran = Counter(m.group(1) for (event,) in rows if (m := re.search(r"\b(w\d+)@", event)))
-    return dict(sorted(ran.items()))
-
-
-def _lineage_counts_pg(url: str) -> tuple[dict[str, int], Counter]:
-    tables = [
-        t
-        for (t,) in _pg(
-            url,
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY table_name",
-            (LINEAGE_SCHEMA,),
-        )
-    ]
-    totals = {t: _pg(url, f"SELECT count(*) FROM {LINEAGE_SCHEMA}.{t}")[0][0] for t in tables}
-    per = Counter()
-    for t in _partitioned(url, tables):
-        for key, n in _pg(url, f"SELECT partition_key, count(*) FROM {LINEAGE_SCHEMA}.{t} GROUP BY 1"):
-            per[(t, key)] = n
-    return totals, per
-
-
-# Not compared with the single machine: its researches run through the plain pipeline (no
-# Dagster runs, so no `runs` rows), and the price table is not per research.
-NOT_COMPARED = {"runs"}
-
-
-def _partitioned(url: str, tables: list[str]) -> list[str]:
-    rows = _pg(
-        url,
-        "SELECT table_name FROM information_schema.columns WHERE table_schema = %s AND column_name = 'partition_key'",
-        (LINEAGE_SCHEMA,),
-    )
-    return sorted(({t for (t,) in rows} & set(tables)) - NOT_COMPARED)
-
-
-def _lineage_counts_file(path: Path) -> Counter:
-    import duckdb
-
-    per = Counter()
-    with duckdb.connect(str(path), read_only=True) as conn:
-        tables = [
-            t
-            for (t,) in conn.execute(
-                "SELECT table_name FROM duckdb_columns() WHERE column_name = 'partition_key' AND schema_name = 'main' "
-                "AND NOT internal AND table_name IN (SELECT table_name FROM duckdb_tables())"
-            ).fetchall()
-        ]
-        for t in set(tables) - NOT_COMPARED:
-            for key, n in conn.execute(f"SELECT partition_key, count(*) FROM {t} GROUP BY 1").fetchall():
-                per[(t, key)] = n
-    return per
 
 
 @dataclass
@@ -343,11 +237,10 @@ def rehearse(
         for question in [q for q, out in team_runs.items() if "exit" in out]:
             say(f"failed: {question}: {team_runs[question]['stderr'].strip()[-300:]}")
             _reexecute(env, url, question, say)
-        figures.researches_finished = _finished(url)
-        figures.lineage_rows, per = _lineage_counts_pg(url)
-        reference = _lineage_counts_file(root / "single" / "lineage.duckdb")
-        failed_runs = {r for (r,) in _pg(url, "SELECT run_id FROM runs WHERE status = 'FAILURE'")}
-        extra = _failed_attempt_rows(url, failed_runs)
+        figures.researches_finished = queries.succeeded_partitions(url, "research_job")
+        figures.lineage_rows, per = queries.lineage_counts(url)
+        reference = queries.lineage_counts_file(root / "single" / "lineage.duckdb")
+        extra = queries.failed_attempt_rows(url)
         figures.rows_of_the_failed_attempt = sum(extra.values())
         for key in sorted(set(per) | set(reference)):
             figures.rows_lost += max(0, reference[key] - per[key])
@@ -361,8 +254,8 @@ def rehearse(
         figures.reports_identical = _reports_identical(env, single)
         # Last, as it adds a summary version to the lineage compared above.
         figures.recompressed = _recompress(env, cwd, root, say)
-        figures.compressions_per_worker = _ops_per_worker(url, "compress_tool_output")
-        figures.ops_per_worker = _ops_per_worker(url)
+        figures.compressions_per_worker = queries.steps_per_worker(url, "compress_tool_output")
+        figures.ops_per_worker = queries.steps_per_worker(url)
     figures.wall_s = round(time.monotonic() - started, 1)
     return figures
 
@@ -371,16 +264,11 @@ def _reexecute(env: dict[str, str], url: str, question: str, say: Callable[[str]
     from .core.naming import partition_key_for
 
     key = partition_key_for(question)
-    rows = _pg(
-        url,
-        "SELECT r.run_id, r.status FROM runs r JOIN run_tags t ON t.run_id = r.run_id AND t.key = 'dagster/partition' "
-        "WHERE t.value = %s ORDER BY r.create_timestamp DESC LIMIT 1",
-        (key,),
-    )
-    if not rows or rows[0][1] != "FAILURE":
-        say(f"nothing to re-execute for {key}: its last run is {rows[0][1] if rows else 'missing'}")
+    last = queries.last_run(url, "research_job", key)
+    if last is None or last[1] != "FAILURE":
+        say(f"nothing to re-execute for {key}: its last run is {last[1] if last else 'missing'}")
         return
-    run_id = rows[0][0]
+    run_id = last[0]
     say(f"re-executing run {run_id} ({key}) from failure")
     code = (
         "import sys\n"
@@ -395,47 +283,11 @@ def _reexecute(env: dict[str, str], url: str, question: str, say: Callable[[str]
     say(f"  re-execution: {(proc.stdout.strip() or proc.stderr.strip()[-500:]).splitlines()[-1:]}")
 
 
-def _finished(url: str) -> int:
-    rows = _pg(
-        url,
-        "SELECT t.value, bool_or(r.status = 'SUCCESS') FROM runs r JOIN run_tags t ON t.run_id = r.run_id "
-        "AND t.key = 'dagster/partition' WHERE r.pipeline_name = 'research_job' GROUP BY t.value",
-    )
-    return sum(ok for _, ok in rows)
-
-
-def _failed_attempt_rows(url: str, failed_runs: set[str]) -> Counter:
-    """Rows that the failed runs' killed steps wrote and their re-execution wrote again: every
-    LLM attempt and budget entry stays recorded (seed 000: every call is a lineage row)."""
-    extra = Counter()
-    if not failed_runs:
-        return extra
-    runs = list(failed_runs)
-    queries = {
-        # The killed step's LLM calls: those of the failed run made once its tool_outputs started.
-        "llm_calls": f"SELECT l.partition_key, count(*) FROM {LINEAGE_SCHEMA}.llm_calls l JOIN "
-        f"{LINEAGE_SCHEMA}.runs r ON r.run_id = l.run_id AND r.stage = 'tool_outputs' "
-        "WHERE l.run_id = ANY(%s) AND l.created_at >= r.started_at GROUP BY 1",
-        "budget_ledger": f"SELECT partition_key, count(*) FROM {LINEAGE_SCHEMA}.budget_ledger "
-        "WHERE run_id = ANY(%s) AND stage = 'tool_outputs' GROUP BY 1",
-        "runs": f"SELECT partition_key, count(*) FROM {LINEAGE_SCHEMA}.runs WHERE run_id = ANY(%s) "
-        "AND stage = 'tool_outputs' GROUP BY 1",
-    }
-    for table, sql in queries.items():
-        for key, n in _pg(url, sql, (runs,)):
-            extra[(table, key)] += n
-    return extra
-
-
 def _repeated(url: str, partition: str, before: set[tuple[str, str]]) -> dict[str, int]:
     """Tool calls executed before the kill and executed again by the re-execution (not served
     from the tool cache), per tool."""
-    rows = _pg(
-        url,
-        f"SELECT tool, arguments FROM {LINEAGE_SCHEMA}.tool_calls WHERE partition_key = %s AND NOT cached",
-        (partition,),
-    )
-    return dict(sorted(Counter(tool for tool, args in rows if (tool, args) in before).items()))
+    calls = queries.executed_calls(url, partition)
+    return dict(sorted(Counter(tool for tool, args in calls if (tool, args) in before).items()))
 
 
 def _reports_identical(env: dict[str, str], single: dict[str, bytes]) -> str:
