@@ -330,6 +330,18 @@ def test_audit_and_metrics_read_the_same_from_postgres_as_from_a_duckdb_file(pg,
     assert all(r["created_at"] is not None for r in metrics["researches"])
     assert _comparable(outputs["postgres"]) == _comparable(outputs["file"])
 
+    # The upgrade from one machine: the file's researches copied into Postgres read the same; a
+    # second push copies nothing.
+    from deepresearch_dagster.core.store import lineage_postgres
+
+    monkeypatch.setenv("DEEPRESEARCH_ARTIFACTS_DIR", str(isolated_env / "file"))
+    monkeypatch.setenv("DEEPRESEARCH_LINEAGE_URL", pg.new_database("lineage_pushed"))
+    assert lineage_postgres.main(["push"]) == 0 and lineage_postgres.main(["push"]) == 0
+    pushed = capsys.readouterr().out.splitlines()
+    assert [line.split(" to ")[0] for line in pushed] == ["1 researches copied", "0 researches copied"]
+    assert main(["audit", outputs["file"][0]["partition_key"], "--json"]) == 0
+    assert _comparable(json.loads(capsys.readouterr().out)) == _comparable(outputs["file"][0])
+
 
 def test_an_unreachable_lineage_database_is_one_line_naming_it(monkeypatch, capsys):
     port = servers.free_port()

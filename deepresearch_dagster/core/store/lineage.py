@@ -25,6 +25,8 @@ a close (checkpoint) costs 20-40 ms, which used to be paid by every lineage stat
   fails, the transaction is rolled back and the earlier methods' writes are committed again
   without it. A process killed outright (SIGKILL) loses at most the last ``COMMIT_EVERY_S``
   of rows; the raw files, always written before their rows, stay on disk.
+* Lineage in Postgres (a team deployment, :mod:`.lineage_postgres`): none of the above; each
+  process shares one DuckDB connection with the database attached, every statement commits.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ outside a transaction commit one by one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ from urllib.parse import urlsplit
 import duckdb
 
 from ..errors import ConfigError, redact
-from .schema import ALIAS, SCHEMA, migrate_postgres, postgres_execute
+from .schema import ALIAS, SCHEMA, migrate, migrate_postgres, postgres_execute
 
 FIX = "start it, or fix DEEPRESEARCH_LINEAGE_URL (or lineage_url in the config file)"
 
@@ -133,3 +134,90 @@ class PostgresLineage:
             if self.conn is not None:
                 conn, self.conn = self.conn, None
                 conn.close()
+
+
+# Tables of one research each (copied per research) and the tables shared by researches.
+_SHARED_TABLES = ("compressions", "tool_cache")
+_NOT_COPIED = ("schema_version", "model_prices", "audit_cache")  # each database's own
+
+
+def copy_file(conn: duckdb.DuckDBPyConnection, path: Path) -> tuple[int, int]:
+    """Copy the researches of a lineage DuckDB file (the upgrade from one machine) into the
+    attached Postgres lineage, in one transaction: a research already there is left alone (run
+    it again: nothing is copied twice); the shared caches are merged. Returns (copied, there)."""
+    conn.execute(f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}' AS old (READ_ONLY)")
+    try:
+        old_keys = {k for (k,) in conn.execute("SELECT partition_key FROM old.main.research_requests").fetchall()}
+        there = {k for (k,) in conn.execute("SELECT partition_key FROM research_requests").fetchall()}
+        new = sorted(old_keys - there)
+        columns: dict[str, list[tuple[str, str]]] = {}
+        for table, column, kind in conn.execute(
+            "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE database_name = 'old' "
+            "ORDER BY table_name, column_index"
+        ).fetchall():
+            columns.setdefault(table, []).append((column, kind))
+        mine = {
+            (t, c)
+            for t, c in conn.execute(
+                f"SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = '{ALIAS}' "
+                f"AND schema_name = '{SCHEMA}'"
+            ).fetchall()
+        }
+        conn.execute("BEGIN TRANSACTION")
+        for table, cols in sorted(columns.items()):
+            # llm_calls.id: Postgres numbers the copied calls itself.
+            cols = [(c, k) for c, k in cols if (table, c) in mine and not (table == "llm_calls" and c == "id")]
+            if table in _NOT_COPIED or not cols:
+                continue
+            names = ", ".join(f'"{c}"' for c, _ in cols)
+            values = ", ".join(f'"{c}"::VARCHAR' if k == "JSON" else f'"{c}"' for c, k in cols)
+            if table in _SHARED_TABLES:
+                conn.execute(f"INSERT OR IGNORE INTO {table} ({names}) SELECT {values} FROM old.main.{table}")
+            elif any(c == "partition_key" for c, _ in cols) and new:
+                conn.execute(
+                    f"INSERT INTO {table} ({names}) SELECT {values} FROM old.main.{table} "
+                    f"WHERE partition_key IN ({', '.join('?' * len(new))})",
+                    new,
+                )
+        conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            conn.execute("ROLLBACK")
+        raise
+    finally:
+        conn.execute("DETACH old")
+    return len(new), len(old_keys) - len(new)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m deepresearch_dagster.core.store.lineage_postgres push``: the configured lineage
+    DuckDB file (``DEEPRESEARCH_DUCKDB``, default ``<artifacts>/lineage.duckdb``) into the
+    configured Postgres lineage (``DEEPRESEARCH_LINEAGE_URL``)."""
+    import sys
+
+    from ..config import load_settings
+    from ..errors import ResearchError
+
+    args = sys.argv[1:] if argv is None else argv
+    if args != ["push"]:
+        print("usage: python -m deepresearch_dagster.core.store.lineage_postgres push", file=sys.stderr)
+        return 2
+    try:
+        settings = load_settings()
+        if not settings.lineage_postgres:
+            raise ConfigError("DEEPRESEARCH_LINEAGE_URL is not set: nothing to push to")
+        if not settings.duckdb_file.is_file():
+            raise ConfigError(f"no lineage file at {settings.duckdb_file} (DEEPRESEARCH_DUCKDB)")
+        with duckdb.connect(str(settings.duckdb_file)) as old:
+            migrate(old)  # brought up to the latest schema first
+        with PostgresLineage.get(settings.lineage_postgres)() as conn:
+            copied, there = copy_file(conn, settings.duckdb_file)
+    except ResearchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{copied} researches copied to {label(settings.lineage_postgres)}, {there} already there")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
