@@ -343,6 +343,14 @@ def test_audit_and_metrics_read_the_same_from_postgres_as_from_a_duckdb_file(pg,
     assert _comparable(json.loads(capsys.readouterr().out)) == _comparable(outputs["file"][0])
 
 
+def test_lineage_statements_go_through_after_a_postgres_restart(pg):
+    lineage = LineageStore.at(pg.new_database("lineage_restart"))
+    lineage.register_request("before", "Asked before the restart?", {})
+    pg.restart()  # every session ends; the extension connects again on the next statement
+    lineage.register_request("after", "Asked after the restart?", {"depth": 1})
+    assert sorted(r["partition_key"] for r in lineage.list_researches()) == ["after", "before"]
+
+
 def test_an_unreachable_lineage_database_is_one_line_naming_it(monkeypatch, capsys):
     port = servers.free_port()
     monkeypatch.setenv("DEEPRESEARCH_LINEAGE_URL", f"postgresql://team:pw-not-shown@127.0.0.1:{port}/lineage")
