@@ -81,6 +81,29 @@ def _query(url: str, sql: str) -> list[tuple]:
         conn.close()
 
 
+# -- the rehearsal (first: the longest test of the module, started early) ------------------
+LOCAL_TOOLS = {"local_search", "read_document", "grep_artifacts", "read_artifact"}
+
+
+def test_four_researches_on_two_workers_survive_a_killed_worker(pg, s3, redis_url, tmp_path):
+    from deepresearch_dagster.team_rehearsal import Servers, rehearse
+
+    lines: list[str] = []
+    figures = rehearse(tmp_path, REPO, lines.append, Servers(pg, redis_url, s3))
+    report = "\n".join(lines) + "\n" + figures.line()
+    assert figures.killed, report  # a worker's step process was SIGKILLed while it compressed
+    assert figures.researches_finished == figures.researches == 4, report
+    assert set(figures.ops_per_worker) == {"w1", "w2"}, report
+    assert figures.rows_lost == 0 and figures.rows_duplicated == 0, report
+    assert figures.reports_identical == "yes", report
+    # Re-executed from failure: only what the killed step had done is done again, and of the
+    # tool calls only local corpus reads (not cached by design); every other tool is cached.
+    assert set(figures.repeated_tools) <= LOCAL_TOOLS, report
+    assert figures.lineage_rows["tool_calls"] > 0 and figures.lineage_rows["summaries"] > 0, report
+    # A recompression under a new prompt: one mapped op per raw output, on both workers.
+    assert figures.recompressed > 0 and set(figures.compressions_per_worker) == {"w1", "w2"}, report
+
+
 def test_a_postgres_url_is_read_as_psycopg2_and_kept_secret(monkeypatch):
     monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", "postgresql://team:s3cret-pw@db.internal:5433/dagster")
     settings = load_settings()
@@ -358,26 +381,3 @@ def test_an_unreachable_lineage_database_is_one_line_naming_it(monkeypatch, caps
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: the lineage database at 127.0.0.1:{port}/lineage cannot be used")
     assert "DEEPRESEARCH_LINEAGE_URL" in err and "pw-not-shown" not in err and len(err.splitlines()) == 1
-
-
-# -- the rehearsal: 4 researches on two workers, one worker's step killed, re-executed ----
-LOCAL_TOOLS = {"local_search", "read_document", "grep_artifacts", "read_artifact"}
-
-
-def test_four_researches_on_two_workers_survive_a_killed_worker(pg, s3, redis_url, tmp_path):
-    from deepresearch_dagster.team_rehearsal import Servers, rehearse
-
-    lines: list[str] = []
-    figures = rehearse(tmp_path, REPO, lines.append, Servers(pg, redis_url, s3))
-    report = "\n".join(lines) + "\n" + figures.line()
-    assert figures.killed, report  # a worker's step process was SIGKILLed while it compressed
-    assert figures.researches_finished == figures.researches == 4, report
-    assert set(figures.ops_per_worker) == {"w1", "w2"}, report
-    assert figures.rows_lost == 0 and figures.rows_duplicated == 0, report
-    assert figures.reports_identical == "yes", report
-    # Re-executed from failure: only what the killed step had done is done again, and of the
-    # tool calls only local corpus reads (not cached by design); every other tool is cached.
-    assert set(figures.repeated_tools) <= LOCAL_TOOLS, report
-    assert figures.lineage_rows["tool_calls"] > 0 and figures.lineage_rows["summaries"] > 0, report
-    # A recompression under a new prompt: one mapped op per raw output, on both workers.
-    assert figures.recompressed > 0 and set(figures.compressions_per_worker) == {"w1", "w2"}, report
