@@ -33,8 +33,9 @@ test: install
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 
 # A team deployment rehearsed on one machine (docs/deployment.md): Postgres, Redis, an S3-API server
-# and two Celery workers on 127.0.0.1, one research and its recompression over the workers; prints
-# where things went, then stops everything it started. Needs Debian's postgresql and redis-server.
+# and two Celery workers on 127.0.0.1; 4 researches 2 at a time, a worker's step killed while it
+# compresses and re-executed from failure, a recompression fanned out; prints one JSON line of
+# figures, then stops everything it started. Needs Debian's postgresql and redis-server.
 team-demo: install
 	PYTHONPATH=$(CURDIR) $(BIN)/python deploy/team_demo.py
 

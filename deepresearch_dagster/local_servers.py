@@ -61,6 +61,28 @@ class Postgres:
     port: int
     data_dir: Path
 
+    def new_database(self, name: str) -> str:
+        """A new, empty database ``name`` on this server (dropped first if it exists); its URL."""
+        import psycopg2
+
+        conn = psycopg2.connect(self.url)
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                cur.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            conn.close()
+        return self.url.rsplit("/", 1)[0] + f"/{name}"
+
+    def restart(self) -> None:
+        """Stop the server (its sessions end) and start it again on the same port."""
+        bin_dir = postgres_bin()
+        assert bin_dir is not None
+        log = self.data_dir.parent / "log"
+        argv = [str(bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-l", str(log), "-m", "fast", "-w", "restart"]
+        subprocess.run(_as_postgres_user(argv), check=True, capture_output=True, timeout=60)
+
 
 def _as_postgres_user(argv: list[str]) -> list[str]:
     """``initdb`` and ``pg_ctl`` refuse to run as root: as root, run them as the ``postgres`` user."""

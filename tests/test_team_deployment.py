@@ -6,6 +6,7 @@ a test is skipped, with the reason, only where its server cannot be installed.""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -20,8 +21,10 @@ from deepresearch_dagster.core.config import ResearchSettings, load_settings
 from deepresearch_dagster.core.errors import ArtifactIntegrityError, ConfigError
 from deepresearch_dagster.core.models import ResearchPlan, ToolOutputs
 from deepresearch_dagster.core.store.artifacts import ArtifactStore
+from deepresearch_dagster.core.store.lineage import LineageStore
 from deepresearch_dagster.core.store.object_store import object_root
 from deepresearch_dagster.core.store.partition_lock import PartitionBusy, partition_lock
+from tests.core.store import test_lineage_queries as store_queries
 
 REPO = Path(__file__).resolve().parents[1]
 QUESTION = "What limits solid-state battery manufacturing, and how are companies scaling production?"
@@ -78,6 +81,29 @@ def _query(url: str, sql: str) -> list[tuple]:
         conn.close()
 
 
+# -- the issue's rehearsal (first: the longest test of the module, started early) ------------------
+LOCAL_TOOLS = {"local_search", "read_document", "grep_artifacts", "read_artifact"}
+
+
+def test_four_researches_on_two_workers_survive_a_killed_worker(pg, s3, redis_url, tmp_path):
+    from deepresearch_dagster.team_rehearsal import Servers, rehearse
+
+    lines: list[str] = []
+    figures = rehearse(tmp_path, REPO, lines.append, Servers(pg, redis_url, s3))
+    report = "\n".join(lines) + "\n" + figures.line()
+    assert figures.killed, report  # a worker's step process was SIGKILLed while it compressed
+    assert figures.researches_finished == figures.researches == 4, report
+    assert set(figures.ops_per_worker) == {"w1", "w2"}, report
+    assert figures.rows_lost == 0 and figures.rows_duplicated == 0, report
+    assert figures.reports_identical == "yes", report
+    # Re-executed from failure: only what the killed step had done is done again, and of the
+    # tool calls only local corpus reads (not cached by design); every other tool is cached.
+    assert set(figures.repeated_tools) <= LOCAL_TOOLS, report
+    assert figures.lineage_rows["tool_calls"] > 0 and figures.lineage_rows["summaries"] > 0, report
+    # A recompression under a new prompt: one mapped op per raw output, on both workers.
+    assert figures.recompressed > 0 and set(figures.compressions_per_worker) == {"w1", "w2"}, report
+
+
 def test_a_postgres_url_is_read_as_psycopg2_and_kept_secret(monkeypatch):
     monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", "postgresql://team:s3cret-pw@db.internal:5433/dagster")
     settings = load_settings()
@@ -101,6 +127,8 @@ def test_a_research_runs_on_postgres_with_its_artifacts_on_an_object_store(pg, s
     home = Path(os.environ["DAGSTER_HOME"])
     (home / "dagster.yaml").unlink()  # a new home: it gets the Postgres dagster.yaml
     monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", pg.url)
+    # Lineage in the same database as Dagster's tables (its own schema: both have a `runs` table).
+    monkeypatch.setenv("DEEPRESEARCH_LINEAGE_URL", pg.url)
     use_s3(monkeypatch, s3)
     assert main(["run", QUESTION, "--engine", "offline", "--quiet", *SMALL]) == 0, capsys.readouterr().err
     assert (home / "dagster.yaml").read_bytes() == (REPO / "deploy" / "dagster-postgres.yaml").read_bytes()
@@ -110,7 +138,9 @@ def test_a_research_runs_on_postgres_with_its_artifacts_on_an_object_store(pg, s
     assert materialized == [(4,)]
     assert not list(home.rglob("*.db"))
     # The password reaches neither Dagster's storage, nor the artifacts, lineage or the home.
-    for table, column in (("event_logs", "event"), ("runs", "run_body")):
+    assert _query(pg.url, "SELECT count(*) FROM deepresearch.tool_calls") != [(0,)]
+    lineage_text = [("deepresearch.tool_calls", "arguments"), ("deepresearch.llm_calls", "error")]
+    for table, column in (("event_logs", "event"), ("runs", "run_body"), *lineage_text):
         leaked = _query(pg.url, f"SELECT count(*) FROM {table} WHERE {column} LIKE '%{pg.password}%'")
         assert leaked == [(0,)], table
     for path in isolated_env.rglob("*"):
@@ -173,6 +203,7 @@ OTHER_HOST = """
 import sys
 from pathlib import Path
 from deepresearch_dagster.core.store.partition_lock import PartitionBusy, partition_lock
+from tests.core.store import test_lineage_queries as store_queries
 url, folder = sys.argv[1:]
 try:
     with partition_lock(Path(folder), "shared-question", "run-b", postgres_url=url):
@@ -277,52 +308,76 @@ def redis_url() -> str:
         yield url
 
 
-@pytest.mark.fresh_dagster_home
-def test_compressions_fan_out_over_two_celery_workers(pg, s3, redis_url, isolated_env, monkeypatch):
-    from collections import Counter
+# -- lineage in Postgres, through DuckDB's postgres extension ---------------------------------------
+@pytest.fixture
+def lineage(pg, request) -> LineageStore:
+    """The store-query tests of tests/core/store, on a Postgres database instead of a file."""
+    return LineageStore.at(pg.new_database(f"lineage_{request.node.name[5:40].lower()}"))
 
-    from dagster_celery import core_execution_loop
 
-    from deepresearch_dagster.launcher import run_job
+# The named queries, run again on Postgres: the same tests as on a DuckDB file.
+test_tool_call_and_summary_queries = store_queries.test_tool_call_and_summary_queries
+test_research_listing_status_and_prefix = store_queries.test_research_listing_status_and_prefix
+test_latest_budget_takes_the_newest_entry_of_each_dimension = (
+    store_queries.test_latest_budget_takes_the_newest_entry_of_each_dimension
+)
+test_tool_cache_serves_a_verified_artifact_and_misses_a_changed_one = (
+    store_queries.test_tool_cache_serves_a_verified_artifact_and_misses_a_changed_one
+)
 
-    (Path(os.environ["DAGSTER_HOME"]) / "dagster.yaml").unlink()
-    monkeypatch.setenv("DEEPRESEARCH_POSTGRES_URL", pg.url)
-    monkeypatch.setenv("DEEPRESEARCH_DUCKDB", str(isolated_env / "lineage.duckdb"))  # one host: a shared file
-    # dagster-celery looks for finished tasks once a second; a stage then waits up to a second for
-    # the one before it. A tenth of a second here: the same tasks, the same workers.
-    monkeypatch.setattr(core_execution_loop, "TICK_SECONDS", 0.1)
-    use_s3(monkeypatch, s3, f"s3://{BUCKET}/fan-out")
-    # The workers start (about as long as the research takes) while this process researches.
-    workers = [
-        servers.start_worker(name, isolated_env / name, {**os.environ, "DEEPRESEARCH_CELERY_BROKER_URL": redis_url})
-        for name in ("w1", "w2")
-    ]
-    try:
-        assert main(["run", QUESTION, "--engine", "offline", "--quiet", *SMALL]) == 0
-        monkeypatch.setenv("DEEPRESEARCH_CELERY_BROKER_URL", redis_url)
-        for name, worker in zip(("w1", "w2"), workers, strict=True):
-            servers.wait_ready(worker, isolated_env / name)
-        # A replay with another compressor prompt: every stored raw output is compressed again, one
-        # mapped op each, taken by whichever worker is free.
-        prompt = isolated_env / "compressor_v2.md"
-        prompt.write_text((REPO / "deepresearch_dagster" / "prompts" / "compressor.md").read_text() + "\n")
-        settings = load_settings()
-        (key,) = [p.parent.name for p in settings.artifacts_path.glob("*/plan.json")]
-        outcome = run_job(
-            "recompress_job", key, resources_config={"research": {"config": {"compressor_prompt_file": str(prompt)}}}
-        )
-        assert outcome.success, outcome.message
-    finally:
-        for worker in workers:
-            worker.kill()
-            worker.wait()
-    per_worker = Counter(
-        e.event_specific_data.metadata["Celery worker"].value.split("@")[0]
-        for e in outcome.events
-        if e.event_type_value == "ENGINE_EVENT" and "Celery worker" in (e.event_specific_data.metadata or {})
-    )
-    compress_steps = [
-        e for e in outcome.events if e.event_type_value == "STEP_SUCCESS" and "compress_tool_output" in e.step_key
-    ]
-    assert len(compress_steps) >= 2
-    assert set(per_worker) == {"w1", "w2"}, per_worker
+
+def _comparable(value):
+    """What must agree between the backends: everything but times, run ids and local paths."""
+    if isinstance(value, dict):
+        return {k: _comparable(v) for k, v in value.items() if not k.endswith(("_at", "_ms", "_file", "run_id"))}
+    if isinstance(value, list | tuple):
+        return [_comparable(v) for v in value]
+    return value
+
+
+def test_audit_and_metrics_read_the_same_from_postgres_as_from_a_duckdb_file(pg, isolated_env, monkeypatch, capsys):
+    outputs = {}
+    for backend in ("file", "postgres"):
+        monkeypatch.setenv("DEEPRESEARCH_ARTIFACTS_DIR", str(isolated_env / backend))
+        if backend == "postgres":
+            monkeypatch.setenv("DEEPRESEARCH_LINEAGE_URL", pg.new_database("lineage_audit"))
+        assert main(["run", QUESTION, "--engine", "offline", "--quiet", "--json", *SMALL]) == 0
+        key = json.loads(capsys.readouterr().out)["partition_key"]
+        assert main(["audit", key, "--json"]) == 0
+        audit = json.loads(capsys.readouterr().out)
+        assert main(["metrics", "--json"]) == 0
+        outputs[backend] = (audit, json.loads(capsys.readouterr().out))
+    assert not (isolated_env / "postgres" / "lineage.duckdb").exists()  # nothing went to a file
+    (audit, metrics) = outputs["postgres"]
+    assert audit["citations"] and metrics["totals"]["tool_calls"] > 0
+    assert all(r["created_at"] is not None for r in metrics["researches"])
+    assert _comparable(outputs["postgres"]) == _comparable(outputs["file"])
+
+    # The upgrade from one machine: the file's researches copied into Postgres read the same; a
+    # second push copies nothing.
+    from deepresearch_dagster.core.store import lineage_postgres
+
+    monkeypatch.setenv("DEEPRESEARCH_ARTIFACTS_DIR", str(isolated_env / "file"))
+    monkeypatch.setenv("DEEPRESEARCH_LINEAGE_URL", pg.new_database("lineage_pushed"))
+    assert lineage_postgres.main(["push"]) == 0 and lineage_postgres.main(["push"]) == 0
+    pushed = capsys.readouterr().out.splitlines()
+    assert [line.split(" to ")[0] for line in pushed] == ["1 researches copied", "0 researches copied"]
+    assert main(["audit", outputs["file"][0]["partition_key"], "--json"]) == 0
+    assert _comparable(json.loads(capsys.readouterr().out)) == _comparable(outputs["file"][0])
+
+
+def test_lineage_statements_go_through_after_a_postgres_restart(pg):
+    lineage = LineageStore.at(pg.new_database("lineage_restart"))
+    lineage.register_request("before", "Asked before the restart?", {})
+    pg.restart()  # every session ends; the extension connects again on the next statement
+    lineage.register_request("after", "Asked after the restart?", {"depth": 1})
+    assert sorted(r["partition_key"] for r in lineage.list_researches()) == ["after", "before"]
+
+
+def test_an_unreachable_lineage_database_is_one_line_naming_it(monkeypatch, capsys):
+    port = servers.free_port()
+    monkeypatch.setenv("DEEPRESEARCH_LINEAGE_URL", f"postgresql://team:pw-not-shown@127.0.0.1:{port}/lineage")
+    assert main(["run", QUESTION, "--engine", "offline", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: the lineage database at 127.0.0.1:{port}/lineage cannot be used")
+    assert "DEEPRESEARCH_LINEAGE_URL" in err and "pw-not-shown" not in err and len(err.splitlines()) == 1

@@ -15,7 +15,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import UsageError
+from ..core.errors import StorageError, UsageError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
@@ -194,11 +194,15 @@ def open_lineage(settings: Any, must_exist: bool = False) -> Iterator[Any]:
     """The lineage store over ONE connection for the whole command (schema check, price sync
     and every query), instead of a connect per query; ``None`` when ``must_exist`` and the file
     is missing. For read commands only: the file lock is held until the block ends."""
+    from ..core.store.lineage import LineageStore, check_database_file, path_connect
+
+    if settings.lineage_postgres:  # one connection per process already
+        yield LineageStore.at(settings.lineage_postgres)
+        return
     path = settings.duckdb_file
     if must_exist and not path.exists():
         yield None
         return
-    from ..core.store.lineage import LineageStore, check_database_file, path_connect
 
     if path.is_dir():
         check_database_file(path)  # one line naming the setting (a corrupt file fails the connect below)
@@ -225,8 +229,31 @@ def known_research(settings: Any, partition: str) -> tuple[Any, str]:
     """The lineage store and the full partition key (see :func:`resolve_partition`)."""
     from ..core.store.lineage import LineageStore
 
-    lineage = LineageStore.at(settings.duckdb_file) if settings.duckdb_file.exists() else None
+    exists = settings.lineage_postgres or settings.duckdb_file.exists()
+    lineage = LineageStore.at(settings.lineage_database) if exists else None
     return lineage, resolve_partition(lineage, partition)
+
+
+class MissingResult(StorageError):
+    """A research that succeeded, and a file of its results that cannot be read (one line)."""
+
+
+def read_result(store: Any, name: str) -> dict[str, Any]:
+    """A JSON result of the research through its artifact store: the working copy, refreshed
+    from the shared object store when one is configured (the workers wrote there)."""
+    import json
+
+    try:
+        data = json.loads(store.read_text(name))
+    except (OSError, ValueError) as exc:
+        shared = f" nor in {store.shared.url}" if store.shared is not None else ""
+        raise MissingResult(
+            f"research {store.partition_key} finished, but its {name} is not readable in this host's working "
+            f"copy {store.partition_dir}{shared} ({type(exc).__name__})"
+        ) from None
+    if not isinstance(data, dict):
+        raise MissingResult(f"research {store.partition_key} finished, but its {name} is not a JSON object")
+    return data
 
 
 def report_checks(partition_dir: Path) -> int:

@@ -141,7 +141,7 @@ def _run(args: argparse.Namespace, config: Any, settings: Any) -> Any:
     from ..launcher import ensure_instance, research_runner
 
     instance = ensure_instance()
-    lineage = LineageStore.at(settings.duckdb_file)
+    lineage = LineageStore.at(settings.lineage_database)
     engine = settings.with_options({"engine": config.engine} if config.engine else {}).resolved_engine()
     key = evaluation_key(config, engine)
     tags = {"deepresearch/source": "eval", "deepresearch/evaluation": key}

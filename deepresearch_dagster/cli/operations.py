@@ -20,6 +20,7 @@ from .common import (
     live_progress,
     open_lineage,
     page_note,
+    read_result,
     report_failure,
     resolve_partition,
     say,
@@ -82,12 +83,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace, job_name: str, needs: list[str], overrides: dict[str, Any]) -> int:
-    from ..core.store.artifacts import ArtifactStore
+    from ..core.store.object_store import artifact_store
 
     settings = settings_from_args(args)
     lineage, args.partition = known_research(settings, args.partition)
-    partition_dir = ArtifactStore(settings.artifacts_path, args.partition).partition_dir
-    missing = [name for name in needs if not (partition_dir / name).is_file()]
+    # Through the configured store: another host (a Celery worker) may have researched it.
+    store = artifact_store(settings, args.partition)
+    partition_dir = store.partition_dir
+    missing = [name for name in needs if not store.exists(name)]
     if missing:
         raise UsageError(f"nothing to replay for {args.partition}: {', '.join(missing)} missing (research it first)")
     if not args.quiet:
@@ -105,7 +108,7 @@ def _replay(args: argparse.Namespace, job_name: str, needs: list[str], overrides
     calls_after = lineage.tool_call_count(args.partition)
     summary: dict[str, Any] = {"partition_key": args.partition, "run_id": outcome.run_id, "job": job_name}
     if job_name == "recompress_job":
-        bundle = json.loads((partition_dir / "compressed_summaries.json").read_text("utf-8"))
+        bundle = read_result(store, "compressed_summaries.json")
         from ..core.pipeline import bundle_version_file
 
         summary.update(
@@ -116,7 +119,8 @@ def _replay(args: argparse.Namespace, job_name: str, needs: list[str], overrides
             bundle_file=str(partition_dir / bundle_version_file(bundle["compressor_model"], bundle["prompt_version"])),
         )
     else:
-        report = json.loads((partition_dir / "report.json").read_text("utf-8"))
+        report = read_result(store, "report.json")
+        store.exists("report.md")  # into this host's working copy, where report_md points
         summary.update(
             reporter_model=report["reporter_model"],
             citations=len(report["citations"]),

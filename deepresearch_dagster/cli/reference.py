@@ -67,6 +67,7 @@ MEANINGS = {
     "s3_access_key_id": "S3 access key id (secret)",
     "s3_secret_access_key": "S3 secret access key (secret)",
     "celery_broker_url": "team deployment: Redis broker for Celery workers (secret: may hold a password)",
+    "lineage_url": "team deployment: lineage on Postgres through DuckDB (secret); unset: the DuckDB file",
     "mcp_servers": "MCP servers as tools (`[mcp_servers.<name>]` tables, docs/tools.md)",
     "plugins_deny": "`deepresearch.tools` plugins not to load",
     "tool_timeout_s": "wall deadline per MCP or plugin tool call",

@@ -15,11 +15,13 @@ from .common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
+    MissingResult,
     UsageError,
     figure,
     live_progress,
     open_lineage,
     page_note,
+    read_result,
     report_checks,
     report_failure,
     say,
@@ -54,11 +56,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     check_dagster_yaml(dagster_home())
     from ..core.roles.coordinator import route
-    from ..core.store.artifacts import ArtifactStore
+    from ..core.store.object_store import artifact_store
     from ..core.store.partition_lock import PartitionBusy, partition_lock
 
     key = route(question)[1]  # the key register() gives it
-    partition_dir = ArtifactStore(settings.artifacts_path, key).partition_dir
+    # The configured store: with an object store, the steps may have run on Celery workers that
+    # wrote there and not to this host's working copy; reads below fetch from it.
+    store = artifact_store(settings, key)
+    partition_dir = store.partition_dir
     run_id = str(uuid.uuid4())  # the Dagster run's id, known before the run so the lock can name it
 
     def waiting(holder: str) -> None:
@@ -77,7 +82,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not outcome.success:
         return report_failure("research", outcome, partition_dir)
 
-    summary = _summary(lineage, key, settings, partition_dir)
+    try:
+        summary = _summary(lineage, key, settings, store)
+    except MissingResult as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     if args.json:
         print(json.dumps(summary, indent=2))
         return report_checks(partition_dir)
@@ -95,7 +104,7 @@ def _run_locked(
     from ..core.store.lineage import check_database_file
 
     check_writable(settings.artifacts_path)  # a full disk: one line before anything is registered
-    check_database_file(settings.duckdb_file)
+    check_database_file(settings.lineage_database)
     if not args.quiet:
         say(f"researching with the {effective.resolved_engine()} engine: {question[:200]}")
     # The spinner and its clock run from here on: loading Dagster, then every model and tool wait.
@@ -105,7 +114,7 @@ def _run_locked(
         from ..launcher import ensure_instance, run_job
 
         instance = ensure_instance()
-        lineage = LineageStore.at(settings.duckdb_file)
+        lineage = LineageStore.at(settings.lineage_database)
         register(lineage, question, options.set_values(), partition_key=key)
         if not args.quiet:
             say(f"partition {key}")
@@ -114,14 +123,20 @@ def _run_locked(
     return outcome, lineage
 
 
-def _summary(lineage: Any, key: str, settings: Any, partition_dir: Path) -> dict[str, Any]:
-    plan = json.loads((partition_dir / "plan.json").read_text("utf-8"))
-    report = json.loads((partition_dir / "report.json").read_text("utf-8"))
-    figures = lineage.reduction(key)
-    budget = lineage.latest_budget(key, "research_report")
-    from ..core.checks import read_checks
+def _summary(lineage: Any, key: str, settings: Any, store: Any) -> dict[str, Any]:
+    from ..core.checks import CHECKS_FILE, read_checks
     from ..core.heuristics import OFFLINE_MODEL
     from ..core.naming import plan_folder
+
+    plan = read_result(store, "plan.json")
+    report = read_result(store, "report.json")
+    # Into the working copy for what reads them there: --show-report, the checks' lines.
+    if not store.exists("report.md"):
+        raise MissingResult(f"research {key} finished, but its report.md is in none of its artifact stores")
+    store.exists(CHECKS_FILE)
+    partition_dir = store.partition_dir
+    figures = lineage.reduction(key)
+    budget = lineage.latest_budget(key, "research_report")
 
     return {
         "partition_key": key,
@@ -129,7 +144,7 @@ def _summary(lineage: Any, key: str, settings: Any, partition_dir: Path) -> dict
         "report_md": str(partition_dir / "report.md"),
         "report_json": str(partition_dir / "report.json"),
         "artifacts_dir": str(partition_dir / plan_folder(plan["plan_title"])),
-        "duckdb": str(settings.duckdb_file),
+        "duckdb": settings.lineage_label,
         **figures,
         "sufficiency_scores": report.get("sufficiency_scores", []),
         "verified_citations": report.get("verified_citations", 0),
@@ -236,7 +251,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     console = Console()
     # Partition keys are printed whole (audit, replays and the UI take them; a unique prefix works too).
     if console.width < 110:
-        console.print(f"Researches in {settings.duckdb_file}", style="italic")
+        console.print(f"Researches in {settings.lineage_label}", style="italic")
         for r in rows:
             reduction = "" if r["reduction_pct"] is None else f", {figure(r['reduction_pct'], '%', 1)} reduction"
             console.print(r["partition_key"], style="bold", no_wrap=True, crop=False, soft_wrap=True)
@@ -250,7 +265,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         if note:
             console.print(note, style="italic")
         return EXIT_OK
-    table = Table(title=f"Researches in {settings.duckdb_file}")
+    table = Table(title=f"Researches in {settings.lineage_label}")
     table.add_column("partition", no_wrap=True)
     table.add_column("question", overflow="ellipsis", no_wrap=True, ratio=1)
     for col in ("status", "tool calls", "reduction"):

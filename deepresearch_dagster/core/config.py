@@ -259,6 +259,9 @@ class ResearchSettings(BaseModel):
     s3_region: str = "us-east-1"
     s3_access_key_id: SecretStr | None = Field(default=None, exclude=True, repr=False)
     s3_secret_access_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    # Lineage shared by every host (docs/deployment.md): a Postgres database that DuckDB attaches
+    # (core/store/lineage_postgres.py); unset: the DuckDB file (``duckdb_path``). Carries a password.
+    lineage_url: SecretStr | None = Field(default=None, exclude=True, repr=False)
     # Steps on Celery workers (``redis://host:6379/0``): broker and result backend. May carry a password.
     celery_broker_url: SecretStr | None = Field(default=None, exclude=True, repr=False)
     # USD per 1M tokens; DEEPRESEARCH_PRICES / [prices] extend the built-in table.
@@ -295,6 +298,18 @@ class ResearchSettings(BaseModel):
         if not sep or scheme not in ("postgres", "postgresql", "postgresql+psycopg2"):
             raise ValueError("must be a postgresql://user:password@host:port/database URL")
         return f"postgresql+psycopg2://{rest}"
+
+    @field_validator("lineage_url", mode="before")
+    @classmethod
+    def _libpq_scheme(cls, value: Any) -> Any:
+        """``postgresql://``, the form libpq (under DuckDB's postgres extension) reads."""
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if not isinstance(text, str) or not text.strip():
+            return None
+        scheme, sep, rest = text.strip().partition("://")
+        if not sep or scheme not in ("postgres", "postgresql", "postgresql+psycopg2"):
+            raise ValueError("must be a postgresql://user:password@host:port/database URL")
+        return f"postgresql://{rest}"
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ResearchSettings:
@@ -338,6 +353,26 @@ class ResearchSettings(BaseModel):
         return self.celery_broker_url.get_secret_value() if self.celery_broker_url else None
 
     @property
+    def lineage_postgres(self) -> str | None:
+        """The shared lineage database's URL (``postgresql://``), or None: the DuckDB file."""
+        return self.lineage_url.get_secret_value() if self.lineage_url else None
+
+    @property
+    def lineage_database(self) -> str:
+        """What ``LineageStore.at`` opens: the Postgres URL, or the DuckDB file's path."""
+        return self.lineage_postgres or str(self.duckdb_file)
+
+    @property
+    def lineage_label(self) -> str:
+        """Where lineage is, to print: the DuckDB file, or the Postgres database without its password."""
+        if not self.lineage_postgres:
+            return str(self.duckdb_file)
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.lineage_postgres)
+        return f"postgresql://{parts.hostname}:{parts.port or 5432}{parts.path}"
+
+    @property
     def postgres(self) -> str | None:
         """The team deployment's Postgres URL (``postgresql+psycopg2://``), or None (embedded)."""
         return self.postgres_url.get_secret_value() if self.postgres_url else None
@@ -370,6 +405,7 @@ ENV_VARS = {
     "s3_access_key_id": "AWS_ACCESS_KEY_ID",
     "s3_secret_access_key": "AWS_SECRET_ACCESS_KEY",
     "celery_broker_url": "DEEPRESEARCH_CELERY_BROKER_URL",
+    "lineage_url": "DEEPRESEARCH_LINEAGE_URL",
     "temperature": "DEEPRESEARCH_TEMPERATURE",
     "llm_timeout_s": "DEEPRESEARCH_LLM_TIMEOUT",
     "llm_max_attempts": "DEEPRESEARCH_LLM_MAX_ATTEMPTS",
@@ -438,7 +474,8 @@ def _holds_secret(data: Mapping[str, Any]) -> bool:
     keys += [k for k in search if str(k).endswith("api_key")]
     servers = data.get("mcp_servers") if isinstance(data.get("mcp_servers"), Mapping) else {}
     mcp = any(isinstance(s, Mapping) and (s.get("env") or s.get("headers")) for s in servers.values())
-    urls = (search.get("searxng_url", ""), data.get("postgres_url", ""), data.get("celery_broker_url", ""))
+    url_keys = ("postgres_url", "celery_broker_url", "lineage_url")
+    urls = (search.get("searxng_url", ""), *(data.get(k, "") for k in url_keys))
     return bool(keys) or mcp or any("@" in str(v) for v in urls)
 
 
@@ -579,7 +616,7 @@ def _register_secrets(settings: ResearchSettings) -> None:
             register_secret(value.get_secret_value().rpartition(" ")[2])
         for part in _url_credentials(server.url or ""):
             register_secret(part)
-    for url in (settings.search.searxng_url, settings.postgres_url, settings.celery_broker_url):
+    for url in (settings.search.searxng_url, settings.postgres_url, settings.celery_broker_url, settings.lineage_url):
         if url is not None:
             for part in _url_credentials(url.get_secret_value()):
                 register_secret(part)

@@ -243,6 +243,25 @@ def _instance_storage_failure(text: str) -> StorageError | None:
     return None
 
 
+def _wal_failure(wal: str) -> StorageError:
+    """DuckDB (1.5) cannot replay a write-ahead log that a full disk cut short: on a full disk
+    that is the disk-full line; with space free again, the log itself is the problem."""
+    import os
+    import shutil
+
+    with contextlib.suppress(OSError):
+        if shutil.disk_usage(os.path.dirname(wal) or ".").free < 1024 * 1024:
+            return StorageError(
+                f"disk full writing the lineage database (its log {wal} is incomplete): free some space, then run "
+                "the same command again"
+            )
+    return StorageError(
+        f"the lineage database's write-ahead log {wal} cannot be replayed (cut short by a full disk or a crash): "
+        "move it aside and run again (the statements it held since the last checkpoint are lost; the artifacts on "
+        "disk are kept)"
+    )
+
+
 def storage_failure(exc: BaseException) -> StorageError | None:
     """The storage problem behind ``exc`` (or any exception in its chain) as one actionable line;
     ``None`` when it is something else. DuckDB's errors are recognised by class name and message
@@ -281,6 +300,9 @@ def storage_failure(exc: BaseException) -> StorageError | None:
                 return StorageError(
                     "disk full writing the lineage database: free some space, then run the same command again"
                 )
+            wal = re.search(r'Failure while replaying WAL file "([^"]+)"', text)
+            if wal:
+                return _wal_failure(wal.group(1))
             if any(marker in text for marker in _CORRUPT_DUCKDB):
                 name = re.search(r'file "([^"]+)"', text)
                 where = f" {name.group(1)}" if name else ""

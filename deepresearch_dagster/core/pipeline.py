@@ -229,7 +229,7 @@ def run_research(
     """The whole pipeline without Dagster (library use and fast tests). The stages and their
     order are the same ones the Dagster assets call, so both paths write the same files;
     ``partition_key`` names a dated partition of a recurring topic (``<slug>--YYYY-MM-DD``)."""
-    lineage = LineageStore.at(settings.duckdb_file)
+    lineage = LineageStore.at(settings.lineage_database)
     # One session per stage: the stage's statements share this process's connection, which is
     # let go whenever another process waits for the file and closed at the stage's end.
     with lineage.session():

@@ -17,7 +17,7 @@ from pydantic import Field, PrivateAttr
 
 from ..core.config import RequestOptions, ResearchSettings, load_settings
 from ..core.errors import ConfigError
-from ..core.store.lineage import LineageStore
+from ..core.store.lineage import LINEAGE_FROM_CONFIG, LineageStore
 
 
 class _ResearchConfigBase(ConfigurableResource):
@@ -77,6 +77,8 @@ def lineage_store(duckdb: DuckDBResource) -> LineageStore:
     """The lineage store on the resource's file. With the default connection settings it uses
     the process's shared connection (core/store/lineage.py), so the ops of a run do not pay a
     connect per statement; custom ``connection_config`` keeps a connection per statement."""
+    if duckdb.database == LINEAGE_FROM_CONFIG:
+        return LineageStore.at(LINEAGE_FROM_CONFIG)
     # DuckDB creates the file but not its folder; a missing folder would spin in backoff.
     Path(duckdb.database).parent.mkdir(parents=True, exist_ok=True)
     if not duckdb.connection_config:
@@ -90,7 +92,10 @@ def default_resources(settings: ResearchSettings | None = None) -> dict[str, obj
     settings = settings or load_settings()
     resources: dict[str, object] = {
         "research": ResearchConfig(),
-        "duckdb": DuckDBResource(database=str(settings.duckdb_file)),
+        # Lineage in Postgres: the resource names the setting, not the URL with its password.
+        "duckdb": DuckDBResource(
+            database=LINEAGE_FROM_CONFIG if settings.lineage_postgres else str(settings.duckdb_file)
+        ),
         "research_io_manager": ResearchIOManager(artifacts_dir=str(settings.artifacts_path)),
     }
     if settings.celery_broker and settings.artifacts_url:

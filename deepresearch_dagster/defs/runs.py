@@ -65,7 +65,17 @@ def failure_reasons(events: list[Any]) -> list[str]:
             reasons.append(f"{cause} ({data.error.message.strip().replace('Exceeded', 'after')})")
         elif data.error:
             reasons.append(data.error.message.strip())
-    return reasons
+    return reasons or _run_failure(events)
+
+
+def _run_failure(events: list[Any]) -> list[str]:
+    """A run that failed outside any step's own failure: a step lost with its Celery worker
+    ("During celery execution errors occurred in workers: [tool_outputs]: WorkerLostError …")."""
+    for event in events:
+        error = getattr(event.event_specific_data, "error", None) if event.is_run_failure else None
+        if error is not None:
+            return [" ".join(line.strip() for line in error.message.strip().splitlines()[:3])[:400]]
+    return []
 
 
 @dataclass(frozen=True)
@@ -139,6 +149,25 @@ def execute(
             run_config=run_config,
             tags=tags,
         )
+    return _outcome(result)
+
+
+def _outcome(result: Any) -> RunOutcome:
     reasons = [] if result.success else failure_reasons(result.all_events)
     message = "" if result.success else (reasons[-1] if reasons else "unknown error")
     return RunOutcome(result.success, result.run_id, message, reasons, list(result.all_events))
+
+
+def reexecute_from_failure(job_name: str, parent_run_id: str, instance: DagsterInstance) -> RunOutcome:
+    """A failed run of ``job_name`` again from its failed steps (Dagster's from-failure
+    re-execution, as the UI's "Re-execute from failure"): the steps that succeeded are not run
+    again, their outputs are read where the IO managers stored them; the steps go to whichever
+    executor the job has (Celery workers when configured)."""
+    from dagster import ReexecutionOptions, build_reconstructable_job, execute_job
+
+    recon = build_reconstructable_job("deepresearch_dagster.definitions", "job_definition", (job_name,))
+    parent = instance.get_run_by_id(parent_run_id)
+    # The parent's tags (its partition among them), this process as the one orchestrating.
+    tags = {**(parent.tags if parent else {}), PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+    options = ReexecutionOptions.from_failure(parent_run_id, instance)
+    return _outcome(execute_job(recon, instance, tags=tags, reexecution_options=options))

@@ -48,3 +48,18 @@ def test_a_missing_file_is_not_a_storage_failure(tmp_path: Path):
     with pytest.raises(OSError) as info:
         (tmp_path / "missing" / "x.txt").read_bytes()
     assert storage_failure(info.value) is None
+
+
+def test_a_write_ahead_log_duckdb_cannot_replay_is_one_line_saying_what_to_do(tmp_path):
+    """DuckDB 1.5 (the team extra's pin) fails to replay a log a full disk cut short."""
+    from deepresearch_dagster.core.errors import storage_failure
+
+    wal = tmp_path / "lineage.duckdb.wal"
+    exc = type("InternalException", (Exception,), {"__module__": "_duckdb"})(
+        f'INTERNAL Error: Failure while replaying WAL file "{wal}": Calling DatabaseManager::GetDefaultDatabase'
+    )
+    found = storage_failure(exc)
+    assert found is not None and "\n" not in str(found)
+    # Space is free here: the log itself is the problem, named with what to do.
+    assert str(found).startswith(f"the lineage database's write-ahead log {wal} cannot be replayed")
+    assert "move it aside" in str(found)

@@ -174,7 +174,7 @@ def run_calls(
     each in request order. A call without provenance is not executed: it is stored as a failed
     call with the reason. ``tainted``: the calls were proposed by a model that had read tool
     output. Raises BudgetExceeded after storing what was within the budget."""
-    cache = ToolCache(ctx.lineage, ctx.settings.artifacts_path, ctx.settings.tool_cache_ttl_s)
+    cache = ToolCache(ctx.lineage, ctx.settings.artifacts_path, ctx.settings.tool_cache_ttl_s, ctx.store.shared)
     ctx.check_interrupt()
     reservations, over_budget = [], None
     for _ in requests:

@@ -25,6 +25,8 @@ a close (checkpoint) costs 20-40 ms, which used to be paid by every lineage stat
   fails, the transaction is rolled back and the earlier methods' writes are committed again
   without it. A process killed outright (SIGKILL) loses at most the last ``COMMIT_EVERY_S``
   of rows; the raw files, always written before their rows, stay on disk.
+* Lineage in Postgres (a team deployment, :mod:`.lineage_postgres`): none of the above; each
+  process shares one DuckDB connection with the database attached, every statement commits.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import duckdb
 
 from ..errors import redact, storage_failure
 from ..models import PlanStep, ResearchPlan, SummaryRecord, ToolCallRecord
+from .lineage_postgres import PostgresLineage, is_postgres_url
 from .schema import migrate
 
 try:
@@ -92,6 +95,25 @@ def _lock_conflict(exc: Exception) -> bool:
     return storage_failure(exc) is None and ("Conflicting lock" in text or "Could not set lock" in text)
 
 
+# The lineage database a Dagster resource names when it is the configured Postgres one: the URL
+# (and its password) stays out of the resource's config, which Dagster shows and stores.
+LINEAGE_FROM_CONFIG = "config:lineage_url"
+
+
+def lineage_target(path: str | Path) -> str | Path:
+    """A DuckDB file's path, or a Postgres URL (:data:`LINEAGE_FROM_CONFIG` resolved)."""
+    if path == LINEAGE_FROM_CONFIG:
+        from ..config import load_settings
+
+        url = load_settings().lineage_postgres
+        if not url:
+            from ..errors import ConfigError
+
+            raise ConfigError("the lineage database is configured as Postgres but DEEPRESEARCH_LINEAGE_URL is not set")
+        return url
+    return path
+
+
 def check_database_file(path: str | Path) -> None:
     """Before anything is registered: the lineage database path is a DuckDB file that opens (it
     is created, with its tables, when missing: a full disk shows here). A folder is a setting to fix
@@ -99,6 +121,9 @@ def check_database_file(path: str | Path) -> None:
     :class:`~..errors.StorageError`; both are one line, at once."""
     from ..errors import ConfigError
 
+    if is_postgres_url(lineage_target(path)):
+        LineageStore.at(path).query("SELECT 1")  # unreachable: one ConfigError line naming it
+        return
     target = Path(path)
     if target.is_dir():
         raise ConfigError(
@@ -384,6 +409,10 @@ class LineageStore:
             connect = path_connect(database)
         self._connect_new = connect
         self._held: duckdb.DuckDBPyConnection | None = None
+        # A connection shared by the process (lineage in Postgres) migrates as it connects.
+        self._shared = bool(getattr(connect, "shared", False))
+        if self._shared:
+            return
         if database is None or database not in self._migrated:
             with self._connect(grouped=False) as conn:
                 migrate(conn)  # missing migrations in order, then the views (core/store/schema.py)
@@ -392,7 +421,12 @@ class LineageStore:
 
     @classmethod
     def at(cls, path: str | Path) -> LineageStore:
-        return cls(None, str(Path(path).resolve()))
+        """The store at a DuckDB file, or at a Postgres database (``postgresql://`` URL, or
+        :data:`LINEAGE_FROM_CONFIG`: the configured one)."""
+        target = lineage_target(path)
+        if is_postgres_url(target):
+            return cls(PostgresLineage.get(str(target)))
+        return cls(None, str(Path(target).resolve()))
 
     @contextmanager
     def _connect(self, grouped: bool = True) -> Iterator[Any]:
@@ -415,7 +449,7 @@ class LineageStore:
             with self._lease.session():
                 yield
             return
-        if self._held is not None:
+        if self._held is not None or self._shared:
             yield
             return
         with self._connect_new() as conn:

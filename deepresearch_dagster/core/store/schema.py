@@ -17,9 +17,11 @@ reports a reduction uses it.
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 
@@ -412,6 +414,113 @@ def _migrate_once(conn: duckdb.DuckDBPyConnection) -> list[int]:
         with contextlib.suppress(duckdb.Error):  # the failed statement may have ended it already
             conn.execute("ROLLBACK")
         raise
+    return applied
+
+
+# -- on Postgres (core/store/lineage_postgres.py) ------------------------------------------------
+# What DuckDB's postgres extension cannot do with this schema, and what is done instead:
+# * CREATE SEQUENCE and CREATE MACRO ("Postgres databases do not support creating sequences /
+#   functions"), and ALTER TABLE … ADD COLUMN with a DEFAULT ("only constant DEFAULT expressions
+#   are supported"): the migrations' DDL is run by Postgres itself (postgres_execute), with
+#   DuckDB's DOUBLE spelled DOUBLE PRECISION;
+# * JSON columns: the extension's upserts (INSERT OR REPLACE, ON CONFLICT DO UPDATE) send VARCHAR,
+#   which Postgres refuses for a json column ("column … is of type json but expression is of type
+#   character varying"): they are TEXT in Postgres, and DuckDB's JSON functions read them alike;
+# * the extension's upserts send NULL for the columns a statement leaves out, where DuckDB would
+#   apply the DEFAULT (a new row) or keep the value (an existing one): a trigger does the same for
+#   ``created_at`` (the one such column the upserts leave out that queries read);
+# * views and the macro use DuckDB SQL (QUALIFY, FILTER, quantile_cont, the macro itself): they
+#   are TEMP on each connection, over the attached tables, instead of stored in Postgres.
+_PG_TYPES = ((re.compile(r"\bDOUBLE\b"), "DOUBLE PRECISION"), (re.compile(r"\bJSON\b"), "TEXT"))
+# pg_advisory_xact_lock key: one migrating process at a time across hosts (any constant of our own).
+_PG_MIGRATION_LOCK = 7_420_251_125
+
+
+_PG_CREATED_AT_SQL = """
+CREATE OR REPLACE FUNCTION keep_created_at() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+    IF NEW.created_at IS NULL THEN
+        IF TG_OP = 'UPDATE' THEN NEW.created_at := OLD.created_at; END IF;
+        NEW.created_at := coalesce(NEW.created_at, current_timestamp);
+    END IF;
+    RETURN NEW;
+END $f$;
+DO $d$ DECLARE t text; BEGIN
+    FOR t IN SELECT table_name FROM information_schema.columns
+             WHERE table_schema = current_schema() AND column_name = 'created_at' LOOP
+        EXECUTE format('DROP TRIGGER IF EXISTS keep_created_at ON %I', t);
+        EXECUTE format('CREATE TRIGGER keep_created_at BEFORE INSERT OR UPDATE ON %I '
+                       'FOR EACH ROW EXECUTE FUNCTION keep_created_at()', t);
+    END LOOP;
+END $d$;
+"""
+
+
+ALIAS = "lineage"  # the attached database, as DuckDB names it (core/store/lineage_postgres.py)
+SCHEMA = "deepresearch"  # the Postgres schema of the lineage tables (Dagster's own are in public)
+
+
+def postgres_execute(conn: Any, sql: str, in_schema: bool = True) -> None:
+    """Postgres SQL run by Postgres itself (DDL the extension cannot translate), in the current
+    transaction, in the lineage schema."""
+    prefix = f"SET LOCAL search_path TO {SCHEMA}; " if in_schema else ""
+    conn.execute(f"CALL postgres_execute('{ALIAS}', ?)", [prefix + sql])
+
+
+def postgres_ddl(sql: str) -> str:
+    for pattern, replacement in _PG_TYPES:
+        sql = pattern.sub(replacement, sql)
+    return sql
+
+
+def temp_views_sql() -> str:
+    return VIEWS_SQL.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW").replace(
+        "CREATE OR REPLACE MACRO", "CREATE OR REPLACE TEMP MACRO"
+    )
+
+
+def migrate_postgres(conn: duckdb.DuckDBPyConnection) -> list[int]:
+    """:func:`migrate` for lineage in Postgres: the missing migrations in one transaction under
+    an advisory lock (hosts migrating at once take turns), then this connection's views. The
+    extension's transactions are REPEATABLE READ: one that waited for the lock sees the catalog
+    as it was before the winner committed, fails, and is tried again with a fresh snapshot."""
+    delay = 0.05
+    for attempt in range(_ATTEMPTS):
+        try:
+            return _migrate_postgres_once(conn)
+        except duckdb.Error:
+            if attempt == _ATTEMPTS - 1:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+    raise AssertionError("unreachable")
+
+
+def _migrate_postgres_once(conn: duckdb.DuckDBPyConnection) -> list[int]:
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        postgres_execute(conn, f"SELECT pg_advisory_xact_lock({_PG_MIGRATION_LOCK})")
+        postgres_execute(conn, postgres_ddl(SCHEMA_VERSION_SQL))
+        conn.execute("CALL pg_clear_cache()")
+        current = int(conn.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0])
+        applied = []
+        for migration in MIGRATIONS:
+            if migration.version > current:
+                postgres_execute(conn, postgres_ddl(migration.sql))
+                conn.execute("CALL pg_clear_cache()")
+                if migration.after is not None:
+                    migration.after(conn)
+                conn.execute("INSERT INTO schema_version (version) VALUES (?)", [migration.version])
+                applied.append(migration.version)
+        if applied:
+            postgres_execute(conn, _PG_CREATED_AT_SQL)
+        conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("CALL pg_clear_cache()")  # another host's migrations, if it won the lock
+    conn.execute(temp_views_sql())
     return applied
 
 

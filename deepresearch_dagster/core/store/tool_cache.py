@@ -16,7 +16,7 @@ from ..models import ToolCallRecord
 from ..naming import short_hash
 from ..tools import ToolResult
 from ..web.urls import normalize_url
-from .artifacts import read_verified_file
+from .artifacts import SharedRoot, atomic_write_bytes, read_verified_file
 from .lineage import LineageStore
 
 
@@ -35,10 +35,15 @@ def tool_cache_key(tool: str, arguments: dict[str, Any]) -> str:
 
 
 class ToolCache:
-    def __init__(self, lineage: LineageStore, artifacts_root: Path, ttl_s: float) -> None:
+    def __init__(
+        self, lineage: LineageStore, artifacts_root: Path, ttl_s: float, shared: SharedRoot | None = None
+    ) -> None:
+        """``shared``: a team deployment's object store, where the file of a call that another
+        host made is fetched from (into this host's working copy) before it is verified."""
         self.lineage = lineage
         self.root = artifacts_root
         self.ttl_s = ttl_s
+        self.shared = shared
 
     def get(self, tool: str, arguments: dict[str, Any]) -> ToolResult | None:
         if self.ttl_s <= 0:
@@ -50,6 +55,10 @@ class ToolCache:
         path = (self.root / row["artifact_path"]).resolve()
         if not path.is_relative_to(self.root.resolve()):
             return None
+        if self.shared is not None and not path.exists():
+            data = self.shared.get(row["artifact_path"])
+            if data is not None:
+                atomic_write_bytes(path, data)
         try:
             data = read_verified_file(path, row["sha256"], row["artifact_path"])
         except ArtifactIntegrityError:

@@ -121,6 +121,22 @@ def test_tool_cache_serves_a_verified_artifact_and_misses_a_changed_one(tmp_path
     assert ToolCache(lineage, tmp_path / "artifacts", ttl_s=0).get(record.tool, record.arguments) is None
 
 
+def test_the_tool_cache_serves_a_call_another_host_made_from_the_object_store(tmp_path, lineage):
+    from tests.fakes.shared_root import DictRoot
+
+    shared = DictRoot()
+    stored = ArtifactStore(tmp_path / "host-a", "k", shared).write_raw("p", "1.1.txt", "fetched once")
+    record = _call("1.1", 3, stored.sha256, stored.relpath)
+    ToolCache(lineage, tmp_path / "host-a", 3600, shared).put(record, ToolResult(content="fetched once", kind="text"))
+    other = ToolCache(lineage, tmp_path / "host-b", 3600, shared)  # an empty working copy
+    hit = other.get(record.tool, record.arguments)
+    assert hit is not None and hit.content == "fetched once"
+    assert (tmp_path / "host-b" / stored.relpath).read_text() == "fetched once"
+    shared.objects[stored.relpath] = b"changed in the store"  # verified against the recorded sha256
+    (tmp_path / "host-b" / stored.relpath).unlink()
+    assert other.get(record.tool, record.arguments) is None
+
+
 def test_no_sql_outside_core_store():
     out = subprocess.run(
         ["grep", "-rnwE", "SELECT|INSERT|DELETE", str(PACKAGE)], capture_output=True, text=True, check=False

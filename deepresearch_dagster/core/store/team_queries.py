@@ -1,0 +1,169 @@
+"""What a rehearsed team deployment (``deepresearch_dagster/team_rehearsal.py``) reads from the
+shared Postgres database: Dagster's run and event tables (which Celery worker ran which step),
+the lineage tables (core/store/schema.py, schema ``deepresearch``), and, for the reference, a
+lineage DuckDB file. Read-only; plain psycopg2, apart from the lineage store's own connection.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+from .schema import SCHEMA
+
+# Not compared with the single machine: its researches run through the plain pipeline (no
+# Dagster runs, so no lineage `runs` rows).
+NOT_COMPARED = {"runs"}
+_WORKER = re.compile(r"\b(w\d+)@")
+
+
+def _rows(url: str, sql: str, params: tuple = ()) -> list[tuple]:
+    import psycopg2
+
+    conn = psycopg2.connect(url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql, params)
+            return cur.fetchall()
+    finally:
+        conn.close()
+
+
+def compressing_steps(url: str) -> list[tuple[str, str]]:
+    """(worker, partition) of each ``tool_outputs`` step that runs on a Celery worker now and has
+    compressed at least one tool output; [] before the first run created the tables."""
+    import psycopg2
+
+    try:
+        started = _rows(
+            url,
+            "SELECT e.event, t.value FROM event_logs e JOIN run_tags t ON t.run_id = e.run_id "
+            "AND t.key = 'dagster/partition' WHERE e.dagster_event_type = 'ENGINE_EVENT' "
+            "AND e.step_key = 'tool_outputs' AND e.event LIKE '%%Celery worker%%'",
+        )
+        found = []
+        for event, partition in started:
+            match = _WORKER.search(event)
+            compressed = _rows(
+                url,
+                f"SELECT count(*) FROM {SCHEMA}.tool_calls WHERE partition_key = %s AND compression_key IS NOT NULL",
+                (partition,),
+            )[0][0]
+            ended = _rows(
+                url,
+                "SELECT count(*) FROM event_logs e JOIN run_tags t ON t.run_id = e.run_id AND t.key = "
+                "'dagster/partition' AND t.value = %s WHERE e.step_key = 'tool_outputs' AND "
+                "e.dagster_event_type IN ('STEP_SUCCESS', 'STEP_FAILURE')",
+                (partition,),
+            )[0][0]
+            if match and compressed and not ended:
+                found.append((match.group(1), partition))
+        return found
+    except psycopg2.errors.UndefinedTable:
+        return []
+
+
+def executed_calls(url: str, partition: str) -> list[tuple[str, str]]:
+    """(tool, arguments) of the partition's recorded tool calls that were executed (not cached)."""
+    return _rows(
+        url, f"SELECT tool, arguments FROM {SCHEMA}.tool_calls WHERE partition_key = %s AND NOT cached", (partition,)
+    )
+
+
+def steps_per_worker(url: str, step: str = "") -> dict[str, int]:
+    """Steps (whose key contains ``step``) each Celery worker ran, from Dagster's engine events."""
+    sql = "SELECT event FROM event_logs WHERE dagster_event_type = 'ENGINE_EVENT' AND event LIKE '%%Celery worker%%'"
+    params: tuple = ()
+    if step:
+        sql += " AND step_key LIKE %s"
+        params = (f"%{step}%",)
+    ran = Counter(m.group(1) for (event,) in _rows(url, sql, params) if (m := _WORKER.search(event)))
+    return dict(sorted(ran.items()))
+
+
+def last_run(url: str, job: str, partition: str) -> tuple[str, str] | None:
+    """(run id, status) of the partition's latest run of ``job``."""
+    rows = _rows(
+        url,
+        "SELECT r.run_id, r.status FROM runs r JOIN run_tags t ON t.run_id = r.run_id AND t.key = "
+        "'dagster/partition' WHERE t.value = %s AND r.pipeline_name = %s ORDER BY r.create_timestamp DESC LIMIT 1",
+        (partition, job),
+    )
+    return (rows[0][0], rows[0][1]) if rows else None
+
+
+def succeeded_partitions(url: str, job: str) -> int:
+    """Partitions with at least one successful run of ``job``."""
+    rows = _rows(
+        url,
+        "SELECT t.value, bool_or(r.status = 'SUCCESS') FROM runs r JOIN run_tags t ON t.run_id = r.run_id "
+        "AND t.key = 'dagster/partition' WHERE r.pipeline_name = %s GROUP BY t.value",
+        (job,),
+    )
+    return sum(ok for _, ok in rows)
+
+
+def lineage_counts(url: str) -> tuple[dict[str, int], Counter]:
+    """Rows per lineage table, and per (table, partition) for the compared tables."""
+    tables = [
+        t
+        for (t,) in _rows(
+            url, "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1", (SCHEMA,)
+        )
+    ]
+    totals = {t: _rows(url, f"SELECT count(*) FROM {SCHEMA}.{t}")[0][0] for t in tables}
+    partitioned = {
+        t
+        for (t,) in _rows(
+            url,
+            "SELECT table_name FROM information_schema.columns WHERE table_schema = %s "
+            "AND column_name = 'partition_key'",
+            (SCHEMA,),
+        )
+    }
+    per: Counter = Counter()
+    for t in sorted((partitioned & set(tables)) - NOT_COMPARED):
+        for key, n in _rows(url, f"SELECT partition_key, count(*) FROM {SCHEMA}.{t} GROUP BY 1"):
+            per[(t, key)] = n
+    return totals, per
+
+
+def lineage_counts_file(path: Path) -> Counter:
+    """Rows per (table, partition) of a lineage DuckDB file, for the compared tables."""
+    import duckdb
+
+    per: Counter = Counter()
+    with duckdb.connect(str(path), read_only=True) as conn:
+        tables = {
+            t
+            for (t,) in conn.execute(
+                "SELECT table_name FROM duckdb_columns() WHERE column_name = 'partition_key' AND schema_name = 'main' "
+                "AND table_name IN (SELECT table_name FROM duckdb_tables())"
+            ).fetchall()
+        }
+        for t in sorted(tables - NOT_COMPARED):
+            for key, n in conn.execute(f"SELECT partition_key, count(*) FROM {t} GROUP BY 1").fetchall():
+                per[(t, key)] = n
+    return per
+
+
+def failed_attempt_rows(url: str) -> Counter:
+    """Rows per (table, partition) that failed runs' ``tool_outputs`` steps wrote and their
+    re-execution wrote again: every LLM attempt and budget entry stays recorded."""
+    failed = [r for (r,) in _rows(url, "SELECT run_id FROM runs WHERE status = 'FAILURE'")]
+    extra: Counter = Counter()
+    if not failed:
+        return extra
+    queries = {
+        # The killed step's LLM calls: those of the failed run made once its tool_outputs started.
+        "llm_calls": f"SELECT l.partition_key, count(*) FROM {SCHEMA}.llm_calls l JOIN {SCHEMA}.runs r "
+        "ON r.run_id = l.run_id AND r.stage = 'tool_outputs' WHERE l.run_id = ANY(%s) AND l.created_at >= r.started_at "
+        "GROUP BY 1",
+        "budget_ledger": f"SELECT partition_key, count(*) FROM {SCHEMA}.budget_ledger "
+        "WHERE run_id = ANY(%s) AND stage = 'tool_outputs' GROUP BY 1",
+    }
+    for table, sql in queries.items():
+        for key, n in _rows(url, sql, (failed,)):
+            extra[(table, key)] += n
+    return extra
