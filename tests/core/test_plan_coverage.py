@@ -1,6 +1,6 @@
 """A model plan that leaves out half the question still searches all of it (roles/planner.py)."""
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deepresearch_dagster.core.models import PlanStep, ResearchPlan
@@ -41,6 +41,7 @@ def test_a_step_without_queries_searches_its_title_and_the_left_out_words():
     assert "company" in covered.steps[-1].queries[0]
 
 
+@settings(deadline=None)  # lru-cached stemming: the first examples are slow on a loaded machine
 @given(st.lists(st.sampled_from(QUESTION.replace("?", "").split()), max_size=12), st.text(max_size=40))
 def test_after_cover_at_least_half_the_question_is_searched(picked, noise):
     plan = _plan(" ".join(picked) + " " + noise if picked or noise.strip() else "unrelated words")
