@@ -74,24 +74,3 @@ def test_a_why_question_searches_for_causes_in_one_step_of_its_own():
     assert plan["steps"][0]["queries"] == ["bridges ice roads causes"]
     assert len(queries) == len(set(queries))  # no step left without a query of its own
 
-
-
-def test_on_a_bridges_page_the_questions_rare_words_count_in_full():
-    question = "Lena Vask is a character from a Norland radio serial created by who"
-    raw = (
-        "# Harbour Street\n\nHarbour Street is a Norland radio serial about a fishing town. "
-        "It was first broadcast on Radio North in 1971. It was created by the producer Ivo Brenn. "
-        "Harbour Street moved to an evening slot in 1980. Harbour Street won a Norland radio prize in 1990. "
-        "Harbour Street was repeated on Radio North in 2001.\n"
-    )
-    out = compress_extractively(
-        {
-            "raw": raw,
-            "step_title": f"Harbour Street: {question}?",
-            "plan_title": question,
-            "queries": ["Harbour Street created"],
-            "tool_name": "read_document",
-            "source_title": "Harbour Street",
-        }
-    )
-    assert "Ivo Brenn" in out["summary"], out
