@@ -67,8 +67,9 @@ def _counts(sentence: str) -> bool:
 # Each kind: what in a question part asks for it, and what in a sentence supplies it.
 _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str] | Callable[[str], bool]]] = {
     "date": (
-        re.compile(r"\b(?:when|what\s+year|which\s+year|what\s+date|since\s+when|how\s+long\s+ago)\b", re.I),
-        re.compile(rf"\b(?:1\d|20)\d\ds?\b|\b{MONTH}\b", re.I),  # a year from 1000 ("the conquest of 1066")
+        re.compile(r"\b(?:when|(?:what|which)\s+(?:year|date|time)|since\s+when|how\s+long\s+ago)\b", re.I),
+        # a year from 1000 ("the conquest of 1066"), a month, a time of day ("3 a.m.")
+        re.compile(rf"\b(?:1\d|20)\d\ds?\b|\b{MONTH}\b|\b\d{{1,2}}(?::\d\d)?\s*[ap]\.?m\b", re.I),
     ),
     "measure": (
         # "How much heat did it deliver": a quantity of something; "how much did it cost" is money.
