@@ -74,3 +74,50 @@ def test_a_why_question_searches_for_causes_in_one_step_of_its_own():
     assert plan["steps"][0]["queries"] == ["bridges ice roads causes"]
     assert len(queries) == len(set(queries))  # no step left without a query of its own
 
+
+def test_a_sentence_ending_in_an_abbreviation_keeps_its_full_stop_when_read_and_revised():
+    from deepresearch_dagster.core.heuristics.report_critique import units
+
+    text = "She was the mother of Hank Vell, Jr. [2] He sang. [3]"
+    assert units(text) == ["She was the mother of Hank Vell, Jr. [2]", "He sang. [3]"]
+
+
+def test_a_long_line_is_read_in_windows_and_accents_are_one_word():
+    from deepresearch_dagster.core.text import content_terms
+
+    assert content_terms("Akinoshū Hernández") == content_terms("Akinoshu Hernandez")
+    filler = " ".join(f"Field{i} value{i}" for i in range(80))
+    out = compress_extractively(
+        {
+            "raw": f"# Norland\n\n{filler} Population Total 2,913,123 {filler}\n",
+            "step_title": "What is the population of Norland",
+            "plan_title": "What is the population of Norland",
+            "tool_name": "read_document",
+            "source_title": "Norland",
+        }
+    )
+    assert out["is_useful"] and "2,913,123" in " ".join([out["summary"], *out["extraction"]])
+
+
+def test_a_listing_snippet_with_the_asked_kind_of_answer_is_kept():
+    listing = {
+        "query": "Brill Forest siege body water",
+        "results": [
+            {"path": "Siege of Brill.md", "title": "Siege of Brill", "snippet": "The siege of Brill lasted a month."},
+            {
+                "path": "Torvik.md",
+                "title": "Torvik",
+                "snippet": "Torvik (spelled Brill until 1928) is a city on the Ulda River in Norland.",
+            },
+        ],
+    }
+    import json
+
+    out = compress_extractively(
+        {
+            "raw": json.dumps(listing),
+            "kind": "json",
+            "step_title": "What body of water is near the location of the Brill siege",
+        }
+    )
+    assert any("Ulda River" in item for item in out["extraction"]), out
