@@ -121,3 +121,11 @@ def test_a_listing_snippet_with_the_asked_kind_of_answer_is_kept():
         }
     )
     assert any("Ulda River" in item for item in out["extraction"]), out
+
+
+def test_a_question_word_is_searched_as_the_words_sources_state_its_answer_in():
+    from deepresearch_dagster.core.heuristics.planning import content_query
+
+    assert content_query("How tall is the Kell tower?") == "kell tower height"
+    assert content_query("Why did the Kell tower close?") == "kell tower close causes"
+    assert content_query("When did the Kell tower close?") == "kell tower close"  # a date is a value, no word

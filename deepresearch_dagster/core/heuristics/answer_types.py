@@ -16,15 +16,28 @@ from ..text import MONTH, STOPWORDS, YEAR, content_terms
 from .aspects import aspect_terms
 from .terms import ASPECT_WORDS, INSTRUCTION_WORDS, names
 
-# "How large / tall / long … is X": the words sources state the answer in.
-MEASURES = dict(
+# What a question's words ask for, in the words sources state it ("How tall is X" → "X's height is
+# …", "Why …" → "the causes of …"): searched with the question's content (``stated_as``). Dates,
+# names, counts and money are stated as values ("1858", "Joseph Bazalgette"), not as words: the
+# answer type scores them (``supplies``), and no query word would find them.
+STATED_AS = dict(
     pair.split(":")
-    for pair in "large:size length capacity,big:size,tall:height,high:height,long:length duration,deep:depth,"
-    "wide:width,heavy:weight,old:age,fast:speed,far:distance,often:frequency".split(",")
+    for pair in "how large:size length capacity,how big:size,how tall:height,how high:height,how long:length "
+    "duration,how deep:depth,how wide:width,how heavy:weight,how old:age,how fast:speed,how far:distance,"
+    "how often:frequency,why:causes".split(",")
 )
+_ASKED_AS = re.compile(r"\b(?:" + "|".join(k.replace(" ", r"\s+") for k in STATED_AS) + r")\b", re.IGNORECASE)
+MEASURES = [k.split()[1] for k in STATED_AS if k.startswith("how ")]
 # "large" in "How large is X", "much" in "How much heat": how a question asks, not what it asks about.
 MEASURE_WORDS = set(content_terms(" ".join(MEASURES) + " much many"))
 HOW_MEASURE = re.compile(rf"\bhow\s+({'|'.join(MEASURES)})\b", re.IGNORECASE)
+
+
+def stated_as(text: str) -> list[str]:
+    """The words sources state what ``text`` asks for in (``STATED_AS``), in its order."""
+    return [w for m in _ASKED_AS.finditer(text) for w in STATED_AS[" ".join(m.group(0).lower().split())].split()]
+
+
 UNIT = (
     r"(?:km|kilomet(?:re|er)s?|m|met(?:re|er)s?|cm|mm|mi|miles?|ft|feet|foot|in(?:ches)?|yards?|acres?|"
     r"hectares?|ha|sq|square|cubic|litres?|liters?|gallons?|tonnes?|tons?|kg|kilograms?|lb|pounds?|"

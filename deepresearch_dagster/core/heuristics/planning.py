@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from ..text import content_terms
-from .answer_types import HOW_MEASURE, MEASURES, specific
+from .answer_types import specific, stated_as
 from .terms import (
     COPULA_LEAD,
     DO_LEAD,
@@ -420,13 +420,13 @@ def _entity_steps(entity: str, max_steps: int, title: str, focus: str | None = N
 
 
 def content_query(*texts: str) -> str:
-    """The topic words of ``texts`` once each, in order (no stem twice), with the words sources use
-    for an asked measure ("how large" → size, length, capacity) or cause ("why" → causes): the
-    question's content."""
-    words = [m for text in texts for h in HOW_MEASURE.finditer(text) for m in MEASURES[h.group(1).lower()].split()]
+    """The topic words of ``texts`` once each, in order (no stem twice), then the words sources state
+    what they ask for in (``stated_as``: "how large" → size, length, capacity): the question's content."""
     # … the word after "how" asks the measure ("how much", "how tall"): sources do not write it.
-    words += [re.sub(r"['’]s$", "", w) for text in texts for w in topic_terms(re.sub(r"\bhow\s+\w+", " ", text))]
-    words += ["causes" for text in texts if re.search(r"\bwhy\b", text, re.IGNORECASE)]
+    words = [
+        re.sub(r"['’]s$", "", w) for text in texts for w in topic_terms(re.sub(r"\bhow\s+\w+", " ", text, flags=re.I))
+    ]
+    words += [w for text in texts for w in stated_as(text)]
     seen: set[str] = set()
     kept = []
     for w in words:
@@ -464,7 +464,9 @@ def _question_plan(question: str, max_steps: int, title: str | None = None) -> d
         # The part's content, each name it mentions alone (a name's own page is often the first hop
         # to the answer) and, in a question of several parts, its own words when it has two or more
         # (the overrun of "what caused the overrun").
-        own = [w for w in content_query(re.sub(r"\bhow\s+\w+", " ", clause)).split() if w not in topic_words]
+        own = [
+            w for w in content_query(re.sub(r"\bhow\s+\w+", " ", clause, flags=re.I)).split() if w not in topic_words
+        ]
         own_query = [" ".join(own)] if len(clauses) > 1 and len(own) > 1 else []
         queries = list(dict.fromkeys([content_query(clause, topic) or topic, *_named(clause), *own_query]))[:3]
         steps.append(
