@@ -79,7 +79,7 @@ SUMMARY_CANDIDATES = 8
 MAX_SUMMARY_WORDS = 50
 MAX_SENTENCE_TOKENS = 60
 MAX_UNIT_WORDS = 90
-WINDOW_TOKENS = 40  # the window a longer run of text is read in
+WINDOW_TOKENS = 40  # the window a longer run of text is read in (tokens once JSON-encoded)
 FLOOR_TOKENS = (
     JSON_TOKENS + ARTIFACT_TOKENS + MAX_TITLE_TOKENS + SUMMARY_SENTENCES * MAX_SENTENCE_TOKENS + PADDING_TOKENS
 )
@@ -325,7 +325,7 @@ def extract_units(raw: str) -> list[Unit]:
             # windows of its own words, so the fact in it is found where it stands.
             start = end = 0
             for m in re.finditer(r"\S+", text):
-                if end and estimate_tokens(text[start : m.end()]) > WINDOW_TOKENS:
+                if end and _json_tokens(text[start : m.end()]) > WINDOW_TOKENS:
                     add(text[start:end], "item")
                     start = m.start()
                 end = m.end()
