@@ -129,3 +129,16 @@ def test_a_question_word_is_searched_as_the_words_sources_state_its_answer_in():
     assert content_query("How tall is the Kell tower?") == "kell tower height"
     assert content_query("Why did the Kell tower close?") == "kell tower close causes"
     assert content_query("When did the Kell tower close?") == "kell tower close"  # a date is a value, no word
+
+
+def test_a_finding_about_a_followed_bridge_is_on_topic():
+    from deepresearch_dagster.core.heuristics.report_critique import critique_report
+
+    question = "What year did the company Brisk Air is part of dissolve?"
+    step = {"step_id": "1", "title": question, "description": "Answer it.", "queries": ["Brisk Air"]}
+    bridge = {"step_id": "R1_1", "title": f"Tallow Group: {question}", "description": "", "queries": ["Tallow Group"]}
+    markdown = "## Key findings\n\n- In 1995, the Tallow Group was wound up. [1]\n"
+    source = {"n": 1, "source": "Tallow.md", "source_title": "Tallow", "summary_title": "Tallow"}
+    plan = {"steps": [step], "followup_steps": [bridge]}
+    issues = critique_report(markdown, {"question": question, "plan": plan, "sources": [source]}).issues
+    assert not [i for i in issues if i.kind == "off_topic"], issues

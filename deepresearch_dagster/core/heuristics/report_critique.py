@@ -298,7 +298,7 @@ def unanswered(sentences: list[_Sentence], payload: dict[str, Any]) -> list[Repo
 def _asked_terms(payload: dict[str, Any]) -> set[str]:
     plan = payload.get("plan") or {}
     texts = [str(payload["question"])]
-    for step in plan.get("steps", []):
+    for step in [*plan.get("steps", []), *plan.get("followup_steps", [])]:
         texts += [str(step.get("title", "")), str(step.get("description", "")), *map(str, step.get("queries") or [])]
     return set(content_terms(" ".join(texts)))
 
