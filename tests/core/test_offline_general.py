@@ -142,3 +142,13 @@ def test_a_finding_about_a_followed_bridge_is_on_topic():
     plan = {"steps": [step], "followup_steps": [bridge]}
     issues = critique_report(markdown, {"question": question, "plan": plan, "sources": [source]}).issues
     assert not [i for i in issues if i.kind == "off_topic"], issues
+
+
+def test_a_question_asking_a_kind_is_not_answered_by_any_name_nor_a_quantity_by_a_year():
+    from deepresearch_dagster.core.heuristics.answer_types import answers, supplies
+
+    part = "What time does the state stop selling ale"
+    assert not answers("In the story, Norland takes over the nation one state at a time.", part)
+    assert answers("In Norland, ale may be sold during the hours 7 a.m. to 3 a.m.", part)
+    assert not supplies("Norland had a total of 1897 MW of wind power.", {"date"})
+    assert supplies("Norland became a state in 1897.", {"date"})

@@ -82,7 +82,8 @@ _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str] | Callable[[str], bool]
     "date": (
         re.compile(r"\b(?:when|(?:what|which)\s+(?:year|date|time)|since\s+when|how\s+long\s+ago)\b", re.I),
         # a year from 1000 ("the conquest of 1066"), a month, a time of day ("3 a.m.")
-        re.compile(rf"\b(?:1\d|20)\d\ds?\b|\b{MONTH}\b|\b\d{{1,2}}(?::\d\d)?\s*[ap]\.?m\b", re.I),
+        # (not a quantity: "1897 MW")
+        re.compile(rf"\b(?:1\d|20)\d\ds?\b(?!\s*{UNIT}\b)|\b{MONTH}\b|\b\d{{1,2}}(?::\d\d)?\s*[ap]\.?m\b", re.I),
     ),
     "measure": (
         # "How much heat did it deliver": a quantity of something; "how much did it cost" is money.
@@ -152,7 +153,8 @@ def answers(sentence: str, part: str) -> bool:
     kinds = asked_kinds(part)
     if supplies(sentence, kinds - {"person", "cause"}):
         return True
-    if "person" in kinds or _ASKS_NAME.search(part):
+    # "What year …", "what time …" ask for their kind, not for a name.
+    if "person" in kinds or (not kinds - {"cause"} and _ASKS_NAME.search(part)):
         own = set(content_terms(part))
         return any(not set(content_terms(n)) <= own for n in names(sentence))
     return False
