@@ -73,7 +73,8 @@ def test_comparison_gets_one_step_per_aspect_with_both_entities():
     ]
     assert out["steps"][0]["queries"] == ["Nimbus Cloud pricing", "Stratus Data pricing"]
     versus = plan("How does Nimbus Cloud compare with Stratus Data?")
-    assert [s["title"] for s in versus["steps"]][:2] == ["Profile: Nimbus Cloud", "Profile: Stratus Data"]
+    assert [s["title"] for s in versus["steps"]] == ["Nimbus Cloud", "Stratus Data", "Nimbus Cloud vs Stratus Data"]
+    assert versus["steps"][0]["queries"] == ["Nimbus Cloud"]  # a name, no template words
 
 
 @pytest.mark.parametrize("question", ["Tidewater Robotics", "Tell me about Tidewater Robotics"])

@@ -345,22 +345,9 @@ def _comparison_plan(question: str, max_steps: int) -> dict[str, Any] | None:
                     [f"{e} {terms}" for e in entities],
                 )
             )
-    else:
-        for e in entities[: max_steps - 1]:
-            steps.append(
-                (
-                    f"Profile: {e}",
-                    f"Find the key facts about {e}: what it is, figures, strengths and weaknesses.",
-                    [e, f"{e} key figures", f"{e} strengths weaknesses"],
-                )
-            )
-        steps.append(
-            (
-                f"Differences: {versus}",
-                f"Identify where {versus} differ and agree, with figures.",
-                [f"{versus} comparison", " ".join(entities) + " differences"],
-            )
-        )
+    else:  # each side searched by its name (no template words), then both together
+        steps += [(e, f"Find what the sources state about {e}.", [e]) for e in entities[: max_steps - 1]]
+        steps.append((versus, f"Find what the sources state about {versus} together.", [" ".join(entities)]))
     return {"plan_title": cap_words(f"Comparison of {' and '.join(entities)}", 16), "steps": steps}
 
 
