@@ -448,14 +448,9 @@ def _question_plan(question: str, max_steps: int, title: str | None = None) -> d
             )
         )
     for clause in clauses[: max(1, max_steps - len(steps) - account)]:
-        # The part's content, each name it mentions alone (a name's own page is often the first hop
-        # to the answer) and, in a question of several parts, its own words when it has two or more
-        # (the overrun of "what caused the overrun").
-        own = [
-            w for w in content_query(re.sub(r"\bhow\s+\w+", " ", clause, flags=re.I)).split() if w not in topic_words
-        ]
-        own_query = [" ".join(own)] if len(clauses) > 1 and len(own) > 1 else []
-        queries = list(dict.fromkeys([content_query(clause, topic) or topic, *_named(clause), *own_query]))[:3]
+        # The part's content with the question's topic (its own words alone search every subject of
+        # the corpus), and each name it mentions alone (a name's own page is often the first hop).
+        queries = list(dict.fromkeys([content_query(clause, topic) or topic, *_named(clause)]))[:3]
         steps.append(
             (
                 cap_words(sentence_case(clause), 14),
