@@ -38,20 +38,17 @@ def stated_as(text: str) -> list[str]:
     return [w for m in _ASKED_AS.finditer(text) for w in STATED_AS[" ".join(m.group(0).lower().split())].split()]
 
 
-UNIT = (
-    r"(?:km|kilomet(?:re|er)s?|m|met(?:re|er)s?|cm|mm|mi|miles?|ft|feet|foot|in(?:ches)?|yards?|acres?|"
-    r"hectares?|ha|sq|square|cubic|litres?|liters?|gallons?|tonnes?|tons?|kg|kilograms?|lb|pounds?|"
-    r"mw|gw|kw|kwh|mwh|gwh|twh|storeys?|stories|floors?|lanes?|seats?|beds?|%|per\s?cent|percent|"
-    # "how long / often / old": durations and rates
-    r"seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|times)"
+# Units spelled out ("seven months", "two kilometres": a number in words before them counts too),
+# then their abbreviations.
+_WORDED_UNIT = (
+    r"(?:kilomet(?:re|er)s?|met(?:re|er)s?|miles?|feet|foot|inch(?:es)?|yards?|acres?|hectares?|square|cubic|"
+    r"litres?|liters?|gallons?|tonnes?|tons?|kilograms?|pounds?|storeys?|stories|floors?|lanes?|seats?|beds?|"
+    r"per\s?cent|percent|seconds?|minutes?|hours?|days?|weeks?|months?|years?|decades?|times)"
 )
+UNIT = rf"(?:km|m|cm|mm|mi|ft|in|sq|ha|kg|lb|mw|gw|kw|kwh|mwh|gwh|twh|%|mins?|hrs?|{_WORDED_UNIT})"
 NUMBER_WORD = (
     r"(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|eighteen|twenty|thirty|forty|"
     r"fifty|sixty|hundred|thousand|dozen|several|a\s+few)"
-)
-_WORDED_UNIT = (
-    r"(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|decades?|kilomet(?:re|er)s?|met(?:re|er)s?|miles?|"
-    r"feet|tonnes?|per\s?cent|percent)"
 )
 _AUX_WORD = r"(?:did|does|do|is|was|were|are|will|would|has|have|had|can|could|should)"
 _NOT_QUANTITY = rf"(?:{_AUX_WORD}|money|cash|funding|funds)"

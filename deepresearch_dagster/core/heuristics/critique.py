@@ -34,7 +34,7 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
     # hop further, on that thing's own page. Until it is followed, the research is not sufficient.
     # … for a question (not a listed brief) of one or two parts asking for one specific answer.
     factoid = enumerated_parts(question) is None and len(parts) <= 2 and any(specific(p) for p in parts)
-    hops = bridges(question, memory)[:MAX_BRIDGES] if factoid else []
+    hops = (unvisited(question, payload["plan"], memory) + bridges(question, memory))[:MAX_BRIDGES] if factoid else []
     steps = payload["plan"]["steps"]
     uncovered = unanswered_steps(read)
     step_cov = 1 - len(uncovered) / len(steps) if steps else 1.0
@@ -109,6 +109,25 @@ def _nearest_asked(question: str, terms: list[str]) -> list[str]:
     where = {t: min((abs(i - wh) for i, w in enumerate(tokens) if w == t.lower()), default=99) for t in terms}
     kept = set(sorted(terms, key=lambda t: where[t])[:MAX_RELATION_WORDS])
     return [t for t in terms if t in kept]
+
+
+def unvisited(question: str, plan: dict[str, Any], memory: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """``(name, "", name)`` for the question's names that were neither searched on their own (a query
+    of the name and at most three other words) nor read on a page about them."""
+    queries = [set(content_terms(q)) for s in plan.get("steps", []) for q in s.get("queries") or []]
+    pages = [set(content_terms(f"{m['source']} {m.get('summary_title', '')}")) for m in memory if m.get("source")]
+    out = []
+    for name in names(question):
+        terms = set(content_terms(name))
+        if len(re.sub(r"\W", "", name)) <= 3:
+            continue  # "UK": too short to search alone
+        if (
+            terms
+            and not any(terms <= q and len(q - terms) <= 3 for q in queries)
+            and not any(terms <= p for p in pages)
+        ):
+            out.append((name, "", name))
+    return out
 
 
 def bridges(question: str, memory: list[dict[str, Any]]) -> list[tuple[str, str, str]]:

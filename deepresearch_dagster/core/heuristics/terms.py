@@ -131,8 +131,7 @@ def question_parts(question: str, resolve: bool = True) -> list[str]:
 
 
 def cap_words(text: str, n: int) -> str:
-    parts = text.split()
-    return " ".join(parts[:n])
+    return " ".join(text.split()[:n])
 
 
 HYPHENATED = re.compile(r"[A-Za-z0-9]+(?:[-'’][A-Za-z0-9]+)*")
