@@ -152,27 +152,3 @@ def test_a_question_asking_a_kind_is_not_answered_by_any_name_nor_a_quantity_by_
     assert answers("In Norland, ale may be sold during the hours 7 a.m. to 3 a.m.", part)
     assert not supplies("Norland had a total of 1897 MW of wind power.", {"date"})
     assert supplies("Norland became a state in 1897.", {"date"})
-
-
-def test_on_a_bridges_page_the_questions_rare_words_count_in_full():
-    question = "Lena Vask is a character from a Norland radio serial created by who"
-    raw = (
-        "# Harbour Street\n\nHarbour Street is a Norland radio serial about a fishing town. "
-        "It was first broadcast in 1971. It was created by the producer Ivo Brenn. "
-        "Harbour Street moved to an evening slot in 1980. "
-        "The cast of Harbour Street grew to twelve players by 1985. "
-        "The Harbour Street theme tune was recorded by a brass band from Kell. "
-        "The town of Harbour Street is modelled on Orrin. "
-        "Harbour Street was repeated in 2001. A stage version of Harbour Street toured in 2004.\n"
-    )
-    out = compress_extractively(
-        {
-            "raw": raw,
-            "step_title": f"Harbour Street: {question}?",
-            "plan_title": question,
-            "queries": ["Harbour Street created"],
-            "tool_name": "read_document",
-            "source_title": "Harbour Street",
-        }
-    )
-    assert "Ivo Brenn" in out["summary"], out

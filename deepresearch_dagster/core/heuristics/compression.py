@@ -417,7 +417,7 @@ def extract_units(raw: str) -> list[Unit]:
 # ------------------------------------------------------------------------------------------ scoring
 
 
-def _weighted_query(payload: dict[str, Any], units: list[Unit] = ()) -> tuple[dict[str, float], set[str], set[str]]:
+def _weighted_query(payload: dict[str, Any]) -> tuple[dict[str, float], set[str], set[str]]:
     """Query term weights; the step's topic terms; the question's entity terms.
 
     Words of the step title weigh most, then its description and queries, then the plan title
@@ -442,10 +442,8 @@ def _weighted_query(payload: dict[str, Any], units: list[Unit] = ()) -> tuple[di
     step_topic = title | described
     own = step_topic - entity
     weights: dict[str, float] = {t: 1.0 for t in title} | {t: 0.7 for t in described}
-    # … where they are (a fifth of its units or more): in a bridge's page the question's words are rare.
-    common = {t for t, k in Counter(t for u in units for t in set(u.terms)).items() if k >= 0.2 * len(units)}
     for t in entity:
-        weights[t] = 0.35 if t in step_topic and own and (not units or t in common) else weights.get(t, 0.4)
+        weights[t] = 0.35 if t in step_topic and own else weights.get(t, 0.4)
     # A step asking for challenges is answered by sentences about problems and costs: generic
     # answer words as an extra query (they never make an output useful on their own).
     for t in aspect_terms(payload["step_title"]) - skip:
@@ -516,7 +514,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     units = extract_units(raw)
     if not units:
         return _not_useful("The output contains no readable prose, table or list.", step_title)
-    weights, step_topic, entity = _weighted_query(payload, units)
+    weights, step_topic, entity = _weighted_query(payload)
     # A document of the user's own (read_document) is read more generously than a web page below.
     own_document = payload.get("tool_name") in DOCUMENT_TOOLS
     score = _scorer(units, weights, entity, step_title)
