@@ -617,6 +617,8 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     summary_idx = list(pool)
     summary_sents = [_as_sentence(units[i].text) for i in pool]
     padding = _padding(source_title, raw)
+    if not all(_fits_summary(units[i].text) for i in pool):  # a unit over the floor's share: short padding
+        padding.sort(key=_json_tokens)
     # Odd punctuation can make two picked sentences read back as one; top up until the joined
     # summary counts 3 sentences by the schema's own rule.
     while count_sentences(" ".join(summary_sents)) < SUMMARY_SENTENCES and padding:
