@@ -37,7 +37,15 @@ def estimate_tokens(text: str) -> int:
 
 
 def words(text: str) -> list[str]:
-    return _WORD.findall(text)
+    return _WORD.findall(fold(text))
+
+
+def fold(text: str) -> str:
+    """``text`` without accents ("Akinoshū" → "Akinoshu", "Hernández" → "Hernandez"): a word is one
+    word however it is typed (the corpus index folds them too), never split at its accent."""
+    if text.isascii():
+        return text
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
 _POSSESSIVE = re.compile(r"['’]s$", re.IGNORECASE)

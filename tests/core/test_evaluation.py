@@ -151,7 +151,7 @@ def test_a_figure_no_cited_raw_output_states_is_counted(tmp_path: Path) -> None:
     (folder / "report.json").write_text(json.dumps(report))
     score = score_item(ITEM, "dev", folder)
     # 1,200 is in [1]; the date is in [2] however written; 880 is in neither source.
-    assert score.ungrounded == ["880: Lilu were first named in 880 texts [2]."]
+    assert score.ungrounded == ["880: Lilu were first named in 880 texts. [2]"]
     assert score.ungrounded_figures == 1
 
 

@@ -74,3 +74,81 @@ def test_a_why_question_searches_for_causes_in_one_step_of_its_own():
     assert plan["steps"][0]["queries"] == ["bridges ice roads causes"]
     assert len(queries) == len(set(queries))  # no step left without a query of its own
 
+
+def test_a_sentence_ending_in_an_abbreviation_keeps_its_full_stop_when_read_and_revised():
+    from deepresearch_dagster.core.heuristics.report_critique import units
+
+    text = "She was the mother of Hank Vell, Jr. [2] He sang. [3]"
+    assert units(text) == ["She was the mother of Hank Vell, Jr. [2]", "He sang. [3]"]
+
+
+def test_a_long_line_is_read_in_windows_and_accents_are_one_word():
+    from deepresearch_dagster.core.text import content_terms
+
+    assert content_terms("Akinoshū Hernández") == content_terms("Akinoshu Hernandez")
+    filler = " ".join(f"Field{i} value{i}" for i in range(80))
+    out = compress_extractively(
+        {
+            "raw": f"# Norland\n\n{filler} Population Total 2,913,123 {filler}\n",
+            "step_title": "What is the population of Norland",
+            "plan_title": "What is the population of Norland",
+            "tool_name": "read_document",
+            "source_title": "Norland",
+        }
+    )
+    assert out["is_useful"] and "2,913,123" in " ".join([out["summary"], *out["extraction"]])
+
+
+def test_a_listing_snippet_with_the_asked_kind_of_answer_is_kept():
+    listing = {
+        "query": "Brill Forest siege body water",
+        "results": [
+            {"path": "Siege of Brill.md", "title": "Siege of Brill", "snippet": "The siege of Brill lasted a month."},
+            {
+                "path": "Torvik.md",
+                "title": "Torvik",
+                "snippet": "Torvik (spelled Brill until 1928) is a city on the Ulda River in Norland.",
+            },
+        ],
+    }
+    import json
+
+    out = compress_extractively(
+        {
+            "raw": json.dumps(listing),
+            "kind": "json",
+            "step_title": "What body of water is near the location of the Brill siege",
+        }
+    )
+    assert any("Ulda River" in item for item in out["extraction"]), out
+
+
+def test_a_question_word_is_searched_as_the_words_sources_state_its_answer_in():
+    from deepresearch_dagster.core.heuristics.planning import content_query
+
+    assert content_query("How tall is the Kell tower?") == "kell tower height"
+    assert content_query("Why did the Kell tower close?") == "kell tower close causes"
+    assert content_query("When did the Kell tower close?") == "kell tower close"  # a date is a value, no word
+
+
+def test_a_finding_about_a_followed_bridge_is_on_topic():
+    from deepresearch_dagster.core.heuristics.report_critique import critique_report
+
+    question = "What year did the company Brisk Air is part of dissolve?"
+    step = {"step_id": "1", "title": question, "description": "Answer it.", "queries": ["Brisk Air"]}
+    bridge = {"step_id": "R1_1", "title": f"Tallow Group: {question}", "description": "", "queries": ["Tallow Group"]}
+    markdown = "## Key findings\n\n- In 1995, the Tallow Group was wound up. [1]\n"
+    source = {"n": 1, "source": "Tallow.md", "source_title": "Tallow", "summary_title": "Tallow"}
+    plan = {"steps": [step], "followup_steps": [bridge]}
+    issues = critique_report(markdown, {"question": question, "plan": plan, "sources": [source]}).issues
+    assert not [i for i in issues if i.kind == "off_topic"], issues
+
+
+def test_a_question_asking_a_kind_is_not_answered_by_any_name_nor_a_quantity_by_a_year():
+    from deepresearch_dagster.core.heuristics.answer_types import answers, supplies
+
+    part = "What time does the state stop selling ale"
+    assert not answers("In the story, Norland takes over the nation one state at a time.", part)
+    assert answers("In Norland, ale may be sold during the hours 7 a.m. to 3 a.m.", part)
+    assert not supplies("Norland had a total of 1897 MW of wind power.", {"date"})
+    assert supplies("Norland became a state in 1897.", {"date"})

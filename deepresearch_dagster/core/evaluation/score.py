@@ -29,9 +29,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..heuristics.report_critique import CITATION, CLAIM_SECTIONS, MUST_CITE, STALE_NOTE, citations_before_end, faults
+from ..heuristics.report_critique import CITATION, CLAIM_SECTIONS, MUST_CITE, STALE_NOTE, faults, units
 from ..naming import plan_folder
-from ..text import json_strings, key_figures, split_sentences
+from ..text import json_strings, key_figures
 from .matching import Haystack, any_in, contains, first_in
 from .suite import Fact, SuiteItem
 
@@ -104,8 +104,7 @@ def read_report(markdown: str, question: str) -> ReportParts:
         if current is None or not stripped or stripped.startswith("#"):
             continue  # the title, the echoed question, sub-headings
         text = _BOLD_LEAD.sub("", _BULLET.sub("", stripped))
-        text = citations_before_end(text)
-        current.extend(s for s in split_sentences(text) if s)
+        current.extend(s for s in units(text) if s)
     return ReportParts(markdown=markdown, question=question, sections=sections)
 
 

@@ -16,29 +16,39 @@ from ..text import MONTH, STOPWORDS, YEAR, content_terms
 from .aspects import aspect_terms
 from .terms import ASPECT_WORDS, INSTRUCTION_WORDS, names
 
-# "How large / tall / long … is X": the words sources state the answer in.
-MEASURES = dict(
+# What a question's words ask for, in the words sources state it ("How tall is X" → "X's height is
+# …", "Why …" → "the causes of …"): searched with the question's content (``stated_as``). Dates,
+# names, counts and money are stated as values ("1858", "Joseph Bazalgette"), not as words: the
+# answer type scores them (``supplies``), and no query word would find them.
+STATED_AS = dict(
     pair.split(":")
-    for pair in "large:size length capacity,big:size,tall:height,high:height,long:length duration,deep:depth,"
-    "wide:width,heavy:weight,old:age,fast:speed,far:distance,often:frequency".split(",")
+    for pair in "how large:size length capacity,how big:size,how tall:height,how high:height,how long:length "
+    "duration,how deep:depth,how wide:width,how heavy:weight,how old:age,how fast:speed,how far:distance,"
+    "how often:frequency,why:causes".split(",")
 )
+_ASKED_AS = re.compile(r"\b(?:" + "|".join(k.replace(" ", r"\s+") for k in STATED_AS) + r")\b", re.IGNORECASE)
+MEASURES = [k.split()[1] for k in STATED_AS if k.startswith("how ")]
 # "large" in "How large is X", "much" in "How much heat": how a question asks, not what it asks about.
 MEASURE_WORDS = set(content_terms(" ".join(MEASURES) + " much many"))
 HOW_MEASURE = re.compile(rf"\bhow\s+({'|'.join(MEASURES)})\b", re.IGNORECASE)
-UNIT = (
-    r"(?:km|kilomet(?:re|er)s?|m|met(?:re|er)s?|cm|mm|mi|miles?|ft|feet|foot|in(?:ches)?|yards?|acres?|"
-    r"hectares?|ha|sq|square|cubic|litres?|liters?|gallons?|tonnes?|tons?|kg|kilograms?|lb|pounds?|"
-    r"mw|gw|kw|kwh|mwh|gwh|twh|storeys?|stories|floors?|lanes?|seats?|beds?|%|per\s?cent|percent|"
-    # "how long / often / old": durations and rates
-    r"seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|times)"
+
+
+def stated_as(text: str) -> list[str]:
+    """The words sources state what ``text`` asks for in (``STATED_AS``), in its order."""
+    return [w for m in _ASKED_AS.finditer(text) for w in STATED_AS[" ".join(m.group(0).lower().split())].split()]
+
+
+# Units spelled out ("seven months", "two kilometres": a number in words before them counts too),
+# then their abbreviations.
+_WORDED_UNIT = (
+    r"(?:kilomet(?:re|er)s?|met(?:re|er)s?|miles?|feet|foot|inch(?:es)?|yards?|acres?|hectares?|square|cubic|"
+    r"litres?|liters?|gallons?|tonnes?|tons?|kilograms?|pounds?|storeys?|stories|floors?|lanes?|seats?|beds?|"
+    r"per\s?cent|percent|seconds?|minutes?|hours?|days?|weeks?|months?|years?|decades?|times)"
 )
+UNIT = rf"(?:km|m|cm|mm|mi|ft|in|sq|ha|kg|lb|mw|gw|kw|kwh|mwh|gwh|twh|%|mins?|hrs?|{_WORDED_UNIT})"
 NUMBER_WORD = (
     r"(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|eighteen|twenty|thirty|forty|"
     r"fifty|sixty|hundred|thousand|dozen|several|a\s+few)"
-)
-_WORDED_UNIT = (
-    r"(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|decades?|kilomet(?:re|er)s?|met(?:re|er)s?|miles?|"
-    r"feet|tonnes?|per\s?cent|percent)"
 )
 _AUX_WORD = r"(?:did|does|do|is|was|were|are|will|would|has|have|had|can|could|should)"
 _NOT_QUANTITY = rf"(?:{_AUX_WORD}|money|cash|funding|funds)"
@@ -67,8 +77,10 @@ def _counts(sentence: str) -> bool:
 # Each kind: what in a question part asks for it, and what in a sentence supplies it.
 _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str] | Callable[[str], bool]]] = {
     "date": (
-        re.compile(r"\b(?:when|what\s+year|which\s+year|what\s+date|since\s+when|how\s+long\s+ago)\b", re.I),
-        re.compile(rf"\b(?:1\d|20)\d\ds?\b|\b{MONTH}\b", re.I),  # a year from 1000 ("the conquest of 1066")
+        re.compile(r"\b(?:when|(?:what|which)\s+(?:year|date|time)|since\s+when|how\s+long\s+ago)\b", re.I),
+        # a year from 1000 ("the conquest of 1066"), a month, a time of day ("3 a.m.")
+        # (not a quantity: "1897 MW")
+        re.compile(rf"\b(?:1\d|20)\d\ds?\b(?!\s*{UNIT}\b)|\b{MONTH}\b|\b\d{{1,2}}(?::\d\d)?\s*[ap]\.?m\b", re.I),
     ),
     "measure": (
         # "How much heat did it deliver": a quantity of something; "how much did it cost" is money.
@@ -138,7 +150,8 @@ def answers(sentence: str, part: str) -> bool:
     kinds = asked_kinds(part)
     if supplies(sentence, kinds - {"person", "cause"}):
         return True
-    if "person" in kinds or _ASKS_NAME.search(part):
+    # "What year …", "what time …" ask for their kind, not for a name.
+    if "person" in kinds or (not kinds - {"cause"} and _ASKS_NAME.search(part)):
         own = set(content_terms(part))
         return any(not set(content_terms(n)) <= own for n in names(sentence))
     return False

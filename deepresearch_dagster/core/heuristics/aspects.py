@@ -26,16 +26,8 @@ _LEXICONS = [
         "collaborate program programme adopt introduce reduce improve mitigate commercialize deploy",
     ),
     (
-        re.compile(r"outlook|timeline|future|forecast|prospect", re.I),
-        "expect forecast outlook timeline future analyst estimate projected decade adoption share market",
-    ),
-    (
         re.compile(r"\bcause|\bwhy\b|reason|driver", re.I),
         "cause because reason due lead result factor contribute explain origin blame attribute prompt driven",
-    ),
-    (
-        re.compile(r"effect|impact|consequence|outcome|affect", re.I),
-        "effect impact consequence increase decrease rise fall raise lower death mortality health cost",
     ),
 ]
 _TERMS = [(trigger, frozenset(content_terms(words))) for trigger, words in _LEXICONS]

@@ -79,6 +79,7 @@ SUMMARY_CANDIDATES = 8
 MAX_SUMMARY_WORDS = 50
 MAX_SENTENCE_TOKENS = 60
 MAX_UNIT_WORDS = 90
+WINDOW_TOKENS = 40  # the window a longer run of text is read in (tokens once JSON-encoded)
 FLOOR_TOKENS = (
     JSON_TOKENS + ARTIFACT_TOKENS + MAX_TITLE_TOKENS + SUMMARY_SENTENCES * MAX_SENTENCE_TOKENS + PADDING_TOKENS
 )
@@ -184,7 +185,7 @@ MAX_SNIPPETS = 2
 
 def _answering_snippets(results: list[dict[str, Any]], payload: dict[str, Any]) -> list[str]:
     """The listing's snippets (at most ``MAX_SNIPPETS``, best first) that answer the step: on its topic
-    (a name it asks about, else two of its words), with the kind of answer it asks for, best first."""
+    (a name it asks about, or two of its words), with the kind of answer it asks for, best first."""
     titles = {_norm(str(r.get("title") or "")) for r in results}
     snippets = list(dict.fromkeys(str(r.get("snippet") or "").strip() for r in results))
     units = [
@@ -197,12 +198,12 @@ def _answering_snippets(results: list[dict[str, Any]], payload: dict[str, Any]) 
     weights, step_topic, entity = _weighted_query(payload)
     keys = _key_names(payload)
     score = _scorer(units, weights, entity, payload["step_title"])
-    # A name the step asks about (else two of its words), and the kind of answer it asks for.
+    # A name the step asks about (or two of its words), and the kind of answer it asks for.
     asked = payload["step_title"]
     useful = [
         (score(u), u.text)
         for u in units
-        if (any(k <= set(u.terms) for k in keys) if keys else len((step_topic | entity) & set(u.terms)) >= 2)
+        if (any(k <= set(u.terms) for k in keys) or len((step_topic | entity) & set(u.terms)) >= 2)
         and answers(u.text, asked)
     ]
     return [text for s, text in sorted(useful, key=lambda x: -x[0]) if s > 0][:MAX_SNIPPETS]
@@ -212,7 +213,9 @@ def _key_names(payload: dict[str, Any]) -> list[set[str]]:
     """The content terms of each name the step's title or the question mentions ("Audrey Williams"):
     a unit that names one of them is about what is asked, however few other words it shares."""
     text = f"{payload['step_title']}. {payload.get('plan_title', '')}"
-    return [t for t in (set(content_terms(n)) for n in names(text)) if t]
+    # "Windhoek, South-West Africa": each part of a name and its place is a name too.
+    found = [p for n in names(text) for p in {n, *n.split(", ")}]
+    return [t for t in (set(content_terms(n)) for n in found) if t]
 
 
 def _short_title(title: str, n: int) -> str:
@@ -317,6 +320,17 @@ def extract_units(raw: str) -> list[Unit]:
     def add(text: str, kind: str, keys: set[str] | frozenset[str] = frozenset()) -> None:
         text = text.strip()
         n = len(words(text))
+        if n > MAX_UNIT_WORDS and kind in ("sentence", "item"):
+            # An infobox or a list run into one line ("… Population Total 2,913,123 …"): read in
+            # windows of its own words, so the fact in it is found where it stands.
+            start = end = 0
+            for m in re.finditer(r"\S+", text):
+                if end and _json_tokens(text[start : m.end()]) > WINDOW_TOKENS:
+                    add(text[start:end], "item")
+                    start = m.start()
+                end = m.end()
+            add(text[start:end], "item")
+            return
         key = text.lower()
         if key in seen or n < (2 if kind != "sentence" else 5) or n > MAX_UNIT_WORDS or len(text) < 12:
             return
@@ -553,8 +567,11 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     titled = bool(title_topic & source_terms) and any(_fact_unit(u) for u in units)
     if titled and scores[best] <= 0:
         scores = [s if s > 0 else (0.01 if _fact_unit(u) else 0.0) for s, u in zip(scores, units, strict=True)]
-    # A unit that names what the step or the question names is never "not useful".
+    # A unit that names what the step or the question names is never "not useful", nor a document
+    # named after something the step asks about ("Gila monster" for "Where are Gila monsters found").
     named = any(k <= set(u.terms) for k in _key_names(payload) for u in units)
+    subject = set(content_terms(re.sub(r"\(.*?\)", "", payload.get("source_title") or "")))
+    named = named or (bool(subject) and subject <= set(content_terms(step_title)))
     # Records whose fields name what the step asks about ("Commit:" entries for "the last three
     # commits") answer it, whatever words their values use.
     typed = any((step_topic | entity) & u.keys for u in units)
@@ -600,6 +617,8 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     summary_idx = list(pool)
     summary_sents = [_as_sentence(units[i].text) for i in pool]
     padding = _padding(source_title, raw)
+    if not all(_fits_summary(units[i].text) for i in pool):  # a unit over the floor's share: short padding
+        padding.sort(key=_json_tokens)
     # Odd punctuation can make two picked sentences read back as one; top up until the joined
     # summary counts 3 sentences by the schema's own rule.
     while count_sentences(" ".join(summary_sents)) < SUMMARY_SENTENCES and padding:

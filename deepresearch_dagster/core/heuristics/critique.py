@@ -32,11 +32,9 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
     coverage = 1 - len(unanswered) / len(parts)
     # The best evidence names something the question does not (the bridge): the answer may be one
     # hop further, on that thing's own page. Until it is followed, the research is not sufficient.
-    hops = (
-        (unvisited(question, payload["plan"], memory) + bridges(question, memory))[:MAX_BRIDGES]
-        if _factoid(question)
-        else []
-    )
+    # … for a question (not a listed brief) of one or two parts asking for one specific answer.
+    factoid = enumerated_parts(question) is None and len(parts) <= 2 and any(specific(p) for p in parts)
+    hops = (unvisited(question, payload["plan"], memory) + bridges(question, memory))[:MAX_BRIDGES] if factoid else []
     steps = payload["plan"]["steps"]
     uncovered = unanswered_steps(read)
     step_cov = 1 - len(uncovered) / len(steps) if steps else 1.0
@@ -78,12 +76,6 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
 # An unfollowed bridge caps the sufficiency below the default threshold (7).
 BRIDGE_SUFFICIENCY = 5
 MAX_BRIDGES = 2
-
-
-def _factoid(question: str) -> bool:
-    """A question (not a listed brief) of one or two parts that asks for one specific answer."""
-    parts = parts_of(question)
-    return enumerated_parts(question) is None and len(parts) <= 2 and any(specific(p) for p in parts)
 
 
 def _same(a: str, b: str) -> bool:

@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from ..text import content_terms
-from .answer_types import HOW_MEASURE, MEASURES, specific
+from .answer_types import specific, stated_as
 from .terms import (
     COPULA_LEAD,
     DO_LEAD,
@@ -345,22 +345,9 @@ def _comparison_plan(question: str, max_steps: int) -> dict[str, Any] | None:
                     [f"{e} {terms}" for e in entities],
                 )
             )
-    else:
-        for e in entities[: max_steps - 1]:
-            steps.append(
-                (
-                    f"Profile: {e}",
-                    f"Find the key facts about {e}: what it is, figures, strengths and weaknesses.",
-                    [e, f"{e} key figures", f"{e} strengths weaknesses"],
-                )
-            )
-        steps.append(
-            (
-                f"Differences: {versus}",
-                f"Identify where {versus} differ and agree, with figures.",
-                [f"{versus} comparison", " ".join(entities) + " differences"],
-            )
-        )
+    else:  # each side searched by its name (no template words), then both together
+        steps += [(e, f"Find what the sources state about {e}.", [e]) for e in entities[: max_steps - 1]]
+        steps.append((versus, f"Find what the sources state about {versus} together.", [" ".join(entities)]))
     return {"plan_title": cap_words(f"Comparison of {' and '.join(entities)}", 16), "steps": steps}
 
 
@@ -420,13 +407,13 @@ def _entity_steps(entity: str, max_steps: int, title: str, focus: str | None = N
 
 
 def content_query(*texts: str) -> str:
-    """The topic words of ``texts`` once each, in order (no stem twice), with the words sources use
-    for an asked measure ("how large" → size, length, capacity) or cause ("why" → causes): the
-    question's content."""
-    words = [m for text in texts for h in HOW_MEASURE.finditer(text) for m in MEASURES[h.group(1).lower()].split()]
+    """The topic words of ``texts`` once each, in order (no stem twice), then the words sources state
+    what they ask for in (``stated_as``: "how large" → size, length, capacity): the question's content."""
     # … the word after "how" asks the measure ("how much", "how tall"): sources do not write it.
-    words += [re.sub(r"['’]s$", "", w) for text in texts for w in topic_terms(re.sub(r"\bhow\s+\w+", " ", text))]
-    words += ["causes" for text in texts if re.search(r"\bwhy\b", text, re.IGNORECASE)]
+    words = [
+        re.sub(r"['’]s$", "", w) for text in texts for w in topic_terms(re.sub(r"\bhow\s+\w+", " ", text, flags=re.I))
+    ]
+    words += [w for text in texts for w in stated_as(text)]
     seen: set[str] = set()
     kept = []
     for w in words:
@@ -461,12 +448,9 @@ def _question_plan(question: str, max_steps: int, title: str | None = None) -> d
             )
         )
     for clause in clauses[: max(1, max_steps - len(steps) - account)]:
-        # The part's content, each name it mentions alone (a name's own page is often the first hop
-        # to the answer) and, in a question of several parts, its own words when it has two or more
-        # (the overrun of "what caused the overrun").
-        own = [w for w in content_query(re.sub(r"\bhow\s+\w+", " ", clause)).split() if w not in topic_words]
-        own_query = [" ".join(own)] if len(clauses) > 1 and len(own) > 1 else []
-        queries = list(dict.fromkeys([content_query(clause, topic) or topic, *_named(clause), *own_query]))[:3]
+        # The part's content with the question's topic (its own words alone search every subject of
+        # the corpus), and each name it mentions alone (a name's own page is often the first hop).
+        queries = list(dict.fromkeys([content_query(clause, topic) or topic, *_named(clause)]))[:3]
         steps.append(
             (
                 cap_words(sentence_case(clause), 14),

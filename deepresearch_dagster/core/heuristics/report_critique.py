@@ -121,8 +121,20 @@ def citations_before_end(text: str) -> str:
 
 
 def units(text: str) -> list[str]:
-    """``text`` as its sentences, each with the citations after its full stop (the scorer's reading)."""
-    return split_sentences(citations_before_end(" ".join(text.split())))
+    """``text`` as its sentences, each with the citations that belong to it, in its own words: the
+    scorer's reading (a citation after the full stop moved before it, then :func:`split_sentences`)
+    mapped back onto the text (the move keeps every offset), so "Hank Williams, Jr. [2]" keeps its
+    abbreviation's full stop."""
+    text = " ".join(text.split())
+    moved = citations_before_end(text)
+    out, at = [], 0
+    for sentence in split_sentences(moved):
+        start = moved.find(sentence, at)
+        if start < 0:  # not expected: split_sentences only cuts and joins with one space
+            return [text] if text else []
+        at = start + len(sentence)
+        out.append(text[start:at])
+    return out
 
 
 def sentence_key(sentence: str) -> str:
@@ -286,7 +298,7 @@ def unanswered(sentences: list[_Sentence], payload: dict[str, Any]) -> list[Repo
 def _asked_terms(payload: dict[str, Any]) -> set[str]:
     plan = payload.get("plan") or {}
     texts = [str(payload["question"])]
-    for step in plan.get("steps", []):
+    for step in [*plan.get("steps", []), *plan.get("followup_steps", [])]:
         texts += [str(step.get("title", "")), str(step.get("description", "")), *map(str, step.get("queries") or [])]
     return set(content_terms(" ".join(texts)))
 

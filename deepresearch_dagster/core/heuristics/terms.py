@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..text import STOPWORDS, content_terms
+from ..text import STOPWORDS, content_terms, fold
 from .sentences import IRREGULAR, VERB_STEMS, has_verb
 
 # Words of the task, the request and the plan's own templates rather than the topic ("a brief",
@@ -131,8 +131,7 @@ def question_parts(question: str, resolve: bool = True) -> list[str]:
 
 
 def cap_words(text: str, n: int) -> str:
-    parts = text.split()
-    return " ".join(parts[:n])
+    return " ".join(text.split()[:n])
 
 
 HYPHENATED = re.compile(r"[A-Za-z0-9]+(?:[-'’][A-Za-z0-9]+)*")
@@ -149,7 +148,7 @@ def topic_terms(text: str, drop_aspects: bool = False) -> list[str]:
     """Distinct topic words of ``text`` (hyphenated words kept whole), without task words."""
     skip = INSTRUCTION_WORDS | (ASPECT_WORDS if drop_aspects else set())
     seen: dict[str, str] = {}
-    for w in HYPHENATED.findall(text):
+    for w in HYPHENATED.findall(fold(text)):
         low = w.lower()
         terms = content_terms(low.replace("-", " "))
         if terms and not set(terms) <= skip and low not in seen and low not in STOPWORDS:

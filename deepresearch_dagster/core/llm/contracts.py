@@ -129,7 +129,7 @@ def _integer(value: Any) -> int | None:
         return None
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isdecimal():
         return int(value.strip())
     return value if isinstance(value, int) else None
 

@@ -26,8 +26,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..heuristics.report_critique import CITATION, citations_before_end
-from ..text import content_terms, split_sentences
+from ..heuristics.report_critique import CITATION
+from ..heuristics.report_critique import units as sentence_units
+from ..text import content_terms
 from .citations import CitationCheck, find_support, normalize, verify_citations
 
 __all__ = ["MUST_CITE", "CitedSentences", "SentenceFix", "cite_every_sentence", "sentence_units"]
@@ -72,22 +73,6 @@ class CitedSentences(BaseModel):
     @property
     def dropped(self) -> list[SentenceFix]:
         return [f for f in self.fixes if f.by == "dropped"]
-
-
-def sentence_units(text: str) -> list[str]:
-    """``text`` as its sentences, each with the citations that belong to it, in its own words:
-    the scorer's reading (a citation after the full stop moved before it, then
-    :func:`split_sentences`) mapped back onto the text (the move keeps every offset)."""
-    text = " ".join(text.split())
-    moved = citations_before_end(text)
-    units, at = [], 0
-    for sentence in split_sentences(moved):
-        start = moved.find(sentence, at)
-        if start < 0:  # not expected: split_sentences only cuts and joins with one space
-            return [text] if text else []
-        at = start + len(sentence)
-        units.append(text[start:at])
-    return units
 
 
 def _claim(unit: str) -> str:

@@ -20,7 +20,6 @@ import os
 import re
 import shutil
 import threading
-import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -46,7 +45,7 @@ from ..documents.ingest import fingerprint, list_files, quick_fingerprint
 from ..documents.stream import streamable
 from ..memo import Memo
 from ..naming import short_hash
-from ..text import STOPWORDS, content_terms, separator_row, split_sentences, table_cells
+from ..text import STOPWORDS, content_terms, fold, separator_row, split_sentences, table_cells
 from .base import Tool, ToolError, ToolResult
 
 SUFFIXES = (".md", ".txt", ".html", ".htm", ".pdf", ".docx", ".pptx", ".xlsx", ".xlsm", ".csv")
@@ -571,11 +570,6 @@ def render_passages(doc: Document, start: int, end: int, max_chars: int = MAX_RE
         blocks.append(p.text[:max_chars])
         used += len(p.text)
     return "\n\n".join(blocks).strip() + "\n"
-
-
-def fold(text: str) -> str:
-    """``text`` without accents ("Akinoshū" → "Akinoshu"): a query typed without them finds the name."""
-    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
 class LocalSearchArgs(BaseModel):
