@@ -63,7 +63,8 @@ def make_plan(ctx: ResearchContext) -> ResearchPlan:
             raise StructuredOutputError("planner", "the plan shares no content word with the question")
         covered = _cover_the_question(plan, ctx.question)
         if covered is not plan:
-            ctx.log(f"planner: the plan left out most of the question, now searched by {covered.steps[-1].queries[0]!r}")
+            searched = covered.steps[-1].queries[0]
+            ctx.log(f"planner: the plan left out most of the question, now searched by {searched!r}")
         return covered
     except MODEL_FAILURES as exc:
         ctx.log(f"planner fell back to the heuristic planner: {exc}")
