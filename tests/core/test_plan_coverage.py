@@ -27,6 +27,9 @@ def test_a_first_hop_plan_searches_the_second_hop_too():
     assert first.startswith("World Drivers' Championship 1999 runner-up driver name ")
     assert {"front", "cover", "racing", "video", "game", "developed", "company"} <= set(first.split())
     assert covered.steps[-1].queries[1:] == plan.steps[-1].queries[1:]
+    assert covered.steps[-1].description.endswith(
+        "Also search for the rest of the question: appears front cover racing video game developed company."
+    )
     assert plan.steps[-1].queries[0] == "World Drivers' Championship 1999 runner-up driver name"  # not mutated
 
 

@@ -31,7 +31,8 @@ def _about_the_question(plan: ResearchPlan, question: str) -> bool:
 
 
 def _cover_the_question(plan: ResearchPlan, question: str) -> ResearchPlan:
-    """The plan with the question's words it never mentions added to its last step's first query.
+    """The plan with the question's words it never mentions added to its last step's first query
+    and description.
 
     A small model plans the first hop of a two-hop question and stops ("the 1999 runner-up"
     without "the racing game on whose cover he appears"): no search would then reach the second
@@ -44,7 +45,10 @@ def _cover_the_question(plan: ResearchPlan, question: str) -> ResearchPlan:
     missing = " ".join(dict.fromkeys(w for w in words(question) if set(content_terms(w)) & left_out))
     last = plan.steps[-1]
     queries = [f"{last.queries[0]} {missing}"[:300], *last.queries[1:]] if last.queries else [f"{last.title} {missing}"]
-    return plan.model_copy(update={"steps": [*plan.steps[:-1], last.model_copy(update={"queries": queries})]})
+    # The description too: the compressors judge what a source says against it.
+    description = f"{last.description} Also search for the rest of the question: {missing}."[:2000]
+    amended = last.model_copy(update={"queries": queries, "description": description})
+    return plan.model_copy(update={"steps": [*plan.steps[:-1], amended]})
 
 
 def make_plan(ctx: ResearchContext) -> ResearchPlan:
