@@ -26,7 +26,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .errors import ConfigError
 from .llm.pricing import DEFAULT_PRICES, Price, parse_prices
@@ -286,30 +295,20 @@ class ResearchSettings(BaseModel):
             raise ValueError(f"MCP server names are letters, digits, '-' and '_' (got {', '.join(bad)})")
         return value
 
-    @field_validator("postgres_url", mode="before")
+    @field_validator("postgres_url", "lineage_url", mode="before")
     @classmethod
-    def _psycopg2_scheme(cls, value: Any) -> Any:
-        """``postgresql+psycopg2://``: with SQLAlchemy 2.1 a bare ``postgresql://`` selects psycopg 3,
-        and Dagster's ``NOTIFY run_events, $1`` then fails (runs stay NOT_STARTED)."""
+    def _postgres_scheme(cls, value: Any, info: ValidationInfo) -> Any:
+        """Dagster's storage gets ``postgresql+psycopg2://``: with SQLAlchemy 2.1 a bare
+        ``postgresql://`` selects psycopg 3, and Dagster's ``NOTIFY run_events, $1`` then fails (runs
+        stay NOT_STARTED). Lineage gets ``postgresql://``, the form libpq (under DuckDB's postgres
+        extension) reads."""
         text = value.get_secret_value() if isinstance(value, SecretStr) else value
         if not isinstance(text, str) or not text.strip():
             return None
         scheme, sep, rest = text.strip().partition("://")
         if not sep or scheme not in ("postgres", "postgresql", "postgresql+psycopg2"):
             raise ValueError("must be a postgresql://user:password@host:port/database URL")
-        return f"postgresql+psycopg2://{rest}"
-
-    @field_validator("lineage_url", mode="before")
-    @classmethod
-    def _libpq_scheme(cls, value: Any) -> Any:
-        """``postgresql://``, the form libpq (under DuckDB's postgres extension) reads."""
-        text = value.get_secret_value() if isinstance(value, SecretStr) else value
-        if not isinstance(text, str) or not text.strip():
-            return None
-        scheme, sep, rest = text.strip().partition("://")
-        if not sep or scheme not in ("postgres", "postgresql", "postgresql+psycopg2"):
-            raise ValueError("must be a postgresql://user:password@host:port/database URL")
-        return f"postgresql://{rest}"
+        return f"{'postgresql+psycopg2' if info.field_name == 'postgres_url' else 'postgresql'}://{rest}"
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ResearchSettings:
