@@ -51,7 +51,7 @@ MEANINGS = {
     "report_style": "`select`: the reporter model picks verified findings for the summary and findings "
     "instead of writing them; `auto` selects when the context window is ≤ 8,192 tokens",
     "prompt_files": "role → replacement prompt file (replays)",
-    "tool_cache_ttl_s": "seconds an identical web call is served from its artifact (0: off)",
+    "tool_cache_ttl_s": "seconds an identical web, MCP, plugin or corpus call is served from its artifact (0: off)",
     "min_context_reduction_pct": "context reduction below which the asset check warns",
     "fetch_allow_loopback": "let `fetch_url` reach 127.0.0.0/8 and ::1 (tests, self-hosted)",
     "fetch_allow_private": "let `fetch_url` reach private ranges",
@@ -68,6 +68,7 @@ MEANINGS = {
     "s3_secret_access_key": "S3 secret access key (secret)",
     "celery_broker_url": "team deployment: Redis broker for Celery workers (secret: may hold a password)",
     "lineage_url": "team deployment: lineage on Postgres through DuckDB (secret); unset: the DuckDB file",
+    "celery_worker_lost_s": "team deployment: seconds after which a lost Celery worker's step goes to another",
     "mcp_servers": "MCP servers as tools (`[mcp_servers.<name>]` tables, docs/tools.md)",
     "plugins_deny": "`deepresearch.tools` plugins not to load",
     "tool_timeout_s": "wall deadline per MCP or plugin tool call",

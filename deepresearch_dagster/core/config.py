@@ -273,6 +273,9 @@ class ResearchSettings(BaseModel):
     lineage_url: SecretStr | None = Field(default=None, exclude=True, repr=False)
     # Steps on Celery workers (``redis://host:6379/0``): broker and result backend. May carry a password.
     celery_broker_url: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    # A step whose whole worker is lost (no renewal of its claim for this long) goes to another
+    # worker (celery_app.py): longer waits less on a worker that is only busy, never duplicates.
+    celery_worker_lost_s: float = Field(default=120.0, ge=2.0, allow_inf_nan=False)
     # USD per 1M tokens; DEEPRESEARCH_PRICES / [prices] extend the built-in table.
     prices: dict[str, Price] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
     # Tools from outside the core (docs/tools.md): MCP servers by name, and the Python plugins of
@@ -404,6 +407,7 @@ ENV_VARS = {
     "s3_access_key_id": "AWS_ACCESS_KEY_ID",
     "s3_secret_access_key": "AWS_SECRET_ACCESS_KEY",
     "celery_broker_url": "DEEPRESEARCH_CELERY_BROKER_URL",
+    "celery_worker_lost_s": "DEEPRESEARCH_CELERY_WORKER_LOST_S",
     "lineage_url": "DEEPRESEARCH_LINEAGE_URL",
     "temperature": "DEEPRESEARCH_TEMPERATURE",
     "llm_timeout_s": "DEEPRESEARCH_LLM_TIMEOUT",

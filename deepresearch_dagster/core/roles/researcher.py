@@ -187,7 +187,9 @@ def run_calls(
     refused = [state.provenance.refusal(r.name, r.arguments, toolbox.tools.get(r.name)) for r in requests]
     with ctx.lineage.session():
         cached = [
-            cache.get(r.name, r.arguments) if (t := toolbox.tools.get(r.name)) and t.cacheable and not no else None
+            cache.get(r.name, r.arguments, t.cache_scope)
+            if (t := toolbox.tools.get(r.name)) and t.cacheable and not no
+            else None
             for r, no in zip(requests, refused, strict=True)
         ]
     pending = [r for r, c, no in zip(requests, cached, refused, strict=True) if c is None and not no]
@@ -211,7 +213,7 @@ def run_calls(
                 state.provenance.learn(request.name, result.content, result.links, result.source)
             tool = toolbox.tools.get(request.name)
             if tool and tool.cacheable and error is None and hit is None:
-                cache.put(record, result)
+                cache.put(record, result, tool.cache_scope)
             summary = compress(
                 ctx,
                 StepContext(plan.plan_title, run.step.title, run.step.description, request.name),

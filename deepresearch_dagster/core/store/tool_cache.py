@@ -1,8 +1,10 @@
-"""Tool-call cache: an identical network tool call within the TTL is served from its artifact.
+"""Tool-call cache: an identical cacheable tool call within the TTL is served from its artifact.
 
-Key = tool name + normalized arguments (URLs normalized, whitespace collapsed). A hit re-reads
-the stored raw file (checked against its sha256) instead of calling the network, so a partition
-re-materialized after a failure re-uses every call that already succeeded.
+Key = tool name + normalized arguments (URLs normalized, whitespace collapsed) + the tool's
+``cache_scope`` (a corpus tool's: the corpus's content hash and the code that answers, so a
+changed corpus or search is a miss). A hit re-reads the stored raw file (checked against its
+sha256) instead of calling the network or searching again, so a partition re-materialized after
+a failure — on this host or another — re-uses every call that already succeeded.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ def normalized_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def tool_cache_key(tool: str, arguments: dict[str, Any]) -> str:
-    return short_hash(json.dumps([tool, normalized_arguments(arguments)], sort_keys=True), 32)
+def tool_cache_key(tool: str, arguments: dict[str, Any], scope: str = "") -> str:
+    key = [tool, normalized_arguments(arguments), *([scope] if scope else [])]  # unscoped keys as before
+    return short_hash(json.dumps(key, sort_keys=True), 32)
 
 
 class ToolCache:
@@ -45,10 +48,10 @@ class ToolCache:
         self.ttl_s = ttl_s
         self.shared = shared
 
-    def get(self, tool: str, arguments: dict[str, Any]) -> ToolResult | None:
+    def get(self, tool: str, arguments: dict[str, Any], scope: str = "") -> ToolResult | None:
         if self.ttl_s <= 0:
             return None
-        row = self.lineage.tool_cache_lookup(tool_cache_key(tool, arguments), self.ttl_s)
+        row = self.lineage.tool_cache_lookup(tool_cache_key(tool, arguments, scope), self.ttl_s)
         if row is None:
             return None
         # Entries are shared across researches, so the file is looked up under the artifact root.
@@ -73,9 +76,9 @@ class ToolCache:
             links=json.loads(row["links"]) if row["links"] else [],  # a page's links: provenance on a hit too
         )
 
-    def put(self, record: ToolCallRecord, result: ToolResult) -> None:
+    def put(self, record: ToolCallRecord, result: ToolResult, scope: str = "") -> None:
         self.lineage.put_tool_cache(
-            tool_cache_key(record.tool, record.arguments),
+            tool_cache_key(record.tool, record.arguments, scope),
             record,
             result.kind,
             normalized_arguments(record.arguments),

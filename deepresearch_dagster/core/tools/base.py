@@ -32,8 +32,11 @@ class Tool:
     description: str
     args_model: type[BaseModel]
     run: Callable[[Any], ToolResult]
-    # Network tools: identical calls within the TTL are served from the stored artifact.
+    # Network and corpus tools: identical calls within the TTL are served from the stored artifact.
     cacheable: bool = False
+    # What the answer depends on besides the arguments (a corpus's content hash), part of the
+    # cache key: a changed corpus is a miss, never a stale answer.
+    cache_scope: str = ""
     # "builtin", "mcp:<server>" or "plugin:<distribution>" (core/tools/external.py).
     origin: str = "builtin"
     # An MCP tool's own JSON schema (its arguments are checked against it when called).

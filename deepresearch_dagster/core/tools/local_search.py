@@ -15,6 +15,7 @@ states differently is *outdated*. Both are demoted in the ranking and flagged in
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -22,6 +23,7 @@ import shutil
 import threading
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import bm25s
@@ -263,6 +265,7 @@ class LocalCorpus:
         # Unchanged folder (stat + manifest): load the last index as it was; nothing is re-indexed.
         known = quick_fingerprint(self.root, self.cache, max_bytes) if self.cache.root else None
         if known and self._load_snapshot(known):
+            self.fingerprint = known
             return
         self.indexed: IndexedFolder = index_folder(
             self.root, self.cache, max_bytes=max_bytes, progress=progress, deadline_s=deadline_s
@@ -283,8 +286,10 @@ class LocalCorpus:
             show_progress=False,
         )
         self._index.index(corpus_tokens, show_progress=False)
+        # The content hash of what is indexed (every file's sha256, the extractor version).
+        self.fingerprint = fingerprint(list(self.indexed.files.items()), max_bytes)
         if self.cache.root:
-            self._save_snapshot(fingerprint(list(self.indexed.files.items()), max_bytes))
+            self._save_snapshot(self.fingerprint)
 
     # --- the whole index on disk, for a folder that has not changed -----------------------------
 
@@ -588,6 +593,23 @@ class ReadDocumentArgs(BaseModel):
     )
 
 
+@lru_cache(maxsize=1)
+def _answering_code() -> str:
+    """A hash of the code that turns a corpus into search results and reads (this module, the
+    text helpers, the document readers): a changed ranking or reader is a cache miss too."""
+    here = Path(__file__).resolve().parent
+    sources = [Path(__file__).resolve(), here.parent / "text.py", *sorted((here.parent / "documents").glob("*.py"))]
+    return hashlib.sha256(b"".join(path.read_bytes() for path in sources)).hexdigest()[:16]
+
+
+def cache_scope(corpus: LocalCorpus) -> str:
+    """What a corpus tool's answer depends on besides its arguments: the corpus's content hash and
+    the answering code. Part of the tool-call cache key (core/store/tool_cache.py), so a research
+    re-executed on another worker re-uses a search instead of running it again, while a changed
+    corpus can never be served a stale answer."""
+    return f"corpus:{corpus.fingerprint}:{_answering_code()}"
+
+
 def corpus_tools(corpus: LocalCorpus) -> list[Tool]:
     def search(args: LocalSearchArgs) -> ToolResult:
         hits = corpus.search(args.query, args.k, passages=True)
@@ -630,12 +652,16 @@ def corpus_tools(corpus: LocalCorpus) -> list[Tool]:
             "and passage number, its date and whether it is current or superseded.",
             LocalSearchArgs,
             search,
+            cacheable=True,
+            cache_scope=cache_scope(corpus),
         ),
         Tool(
             "read_document",
             "Read one corpus document (a long one a window at a time), or passages start..end of it.",
             ReadDocumentArgs,
             read,
+            cacheable=True,
+            cache_scope=cache_scope(corpus),
         ),
     ]
 
