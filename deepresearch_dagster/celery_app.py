@@ -56,8 +56,64 @@ def _app() -> Any:
     # One task at a time per worker process, none reserved ahead: a free worker takes the next
     # step instead of it waiting behind a busy one (dagster-celery's own worker command does the same).
     app.conf.worker_prefetch_multiplier = 1
+    # The step's own stdout and stderr, not Celery's logging proxies (which have no file descriptor):
+    # Dagster captures a step's output at the descriptor, into its compute log (launcher.py).
+    app.conf.worker_redirect_stdouts = False
+    _give_lost_steps_to_another_worker(app, settings.celery_worker_lost_s)
     create_task(app)
     return app
+
+
+def _give_lost_steps_to_another_worker(app: Any, lost_s: float) -> None:
+    """A whole worker lost (SIGKILL, a host gone): its step goes to another worker.
+
+    Nobody reports such a loss, and dagster-celery's executor would wait for the step's result for
+    ever. So a step's message is acknowledged only once the step is done (``task_acks_late``);
+    Redis keeps an unacknowledged message aside and, once it is older than the visibility timeout,
+    any worker's periodic sweep puts it back in the queue (kombu's ``restore_visible``), where
+    another worker takes it: the same Dagster step of the same run, its tool calls served from the
+    tool cache. A live worker renews the claim on the messages it holds every quarter of the
+    timeout (:class:`_KeepClaimed`), so a step that runs longer than the timeout is never handed to
+    a second worker while the first still runs it. Not ``task_reject_on_worker_lost``: a step
+    process that dies under a live worker (a reader that exhausts memory) fails the run, which is
+    re-executed from failure by hand, rather than crashing worker after worker."""
+    from celery import bootsteps
+
+    app.conf.task_acks_late = True
+    app.conf.broker_transport_options = {
+        **(app.conf.broker_transport_options or {}),
+        "visibility_timeout": lost_s,
+        # Sweep every quarter of the timeout (kombu's default is 10 s × 10 polls).
+        "unacked_restore_interval": max(1.0, lost_s / 4),
+        "unacked_restore_throttle": 1,
+        # A sweep holds a Redis lock for milliseconds; a worker killed while holding it (kombu's
+        # default expiry: 300 s) would stop every sweep for that long.
+        "unacked_mutex_expire": max(1.0, lost_s / 2),
+    }
+
+    class _KeepClaimed(bootsteps.StartStopStep):
+        requires = ("celery.worker.consumer.tasks:Tasks",)
+
+        def start(self, consumer: Any) -> None:
+            self.tref = consumer.timer.call_repeatedly(lost_s / 4, self.renew, (consumer,), priority=10)
+
+        def stop(self, consumer: Any) -> None:
+            if getattr(self, "tref", None) is not None:
+                self.tref.cancel()
+
+        def renew(self, consumer: Any) -> None:
+            import time
+
+            from celery.worker import state
+
+            channel = consumer.task_consumer.channel if consumer.task_consumer else None
+            key = getattr(channel, "unacked_index_key", None)  # Redis only: other brokers track their own
+            tags = {r.message.delivery_tag for r in [*state.reserved_requests, *state.active_requests]}
+            if key and tags:
+                # XX: only a claim still held; one already acknowledged or restored stays gone.
+                channel.client.zadd(key, dict.fromkeys(tags, time.time()), xx=True)
+
+    app.steps["consumer"].add(_KeepClaimed)
 
 
 def __getattr__(name: str) -> Any:

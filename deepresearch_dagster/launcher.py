@@ -79,10 +79,34 @@ storage:
 """
 
 
-def instance_yaml(postgres: bool = False) -> bytes:
-    """The ``dagster.yaml`` a new DAGSTER_HOME gets: the packaged one, plus Postgres storage."""
+def compute_logs_yaml(artifacts_url: str, endpoint: str | None = None, region: str = "us-east-1") -> str:
+    """The instance's ``compute_logs`` block for artifacts on an object store: each step's stdout
+    and stderr go, once the step ends, to ``<prefix>-compute-logs/`` beside the artifacts (never
+    among them), where the UI of any host reads them, whichever worker ran the step. The bucket,
+    endpoint and region are no secrets; the credentials stay in the AWS_* variables."""
+    bucket, _, prefix = artifacts_url.removeprefix("s3://").partition("/")
+    prefix = prefix.strip("/")
+    endpoint_line = f"\n    endpoint_url: {endpoint}" if endpoint else ""
+    return f"""
+# Compute logs (each step's stdout and stderr) beside the artifacts of {artifacts_url}: the UI
+# of any host shows them, whichever worker ran the step (docs/deployment.md). dagster-aws's
+# S3ComputeLogManager uploads them as a step ends, with the credentials of the AWS_* variables.
+compute_logs:
+  module: dagster_aws.s3.compute_log_manager
+  class: S3ComputeLogManager
+  config:
+    bucket: {bucket}
+    prefix: {f"{prefix}-compute-logs" if prefix else "compute-logs"}
+    region: {region}{endpoint_line}
+    skip_empty_files: true
+"""
+
+
+def instance_yaml(postgres: bool = False, compute_logs: str = "") -> bytes:
+    """The ``dagster.yaml`` a new DAGSTER_HOME gets: the packaged one, plus Postgres storage, plus
+    the compute logs block (:func:`compute_logs_yaml`)."""
     default = (PACKAGE_DIR / "dagster_home" / "dagster.yaml").read_bytes()
-    return default + POSTGRES_STORAGE.encode() if postgres else default
+    return default + (POSTGRES_STORAGE.encode() if postgres else b"") + compute_logs.encode()
 
 
 def _stores_in_postgres(path: Path) -> bool:
@@ -93,14 +117,15 @@ def _stores_in_postgres(path: Path) -> bool:
     return isinstance(storage, dict) and "postgres" in storage
 
 
-def _instance_yaml_in_place(home: Path, postgres_url: str | None) -> None:
+def _instance_yaml_in_place(home: Path, postgres_url: str | None, compute_logs: str = "") -> None:
     """Write ``dagster.yaml`` when missing (the packaged one, becoming the Postgres one when a URL
-    is configured: a home still holding the untouched default is switched too); a hand-written
-    one is kept, but one that would store the instance locally while a Postgres URL is configured
-    is refused: runs would then be invisible to the other hosts."""
+    is configured, with compute logs on the object store when the artifacts are there: a home still
+    holding an untouched generated one with less is switched too); a hand-written one is kept, but
+    one that would store the instance locally while a Postgres URL is configured is refused: runs
+    would then be invisible to the other hosts."""
     path = home / "dagster.yaml"
-    wanted = instance_yaml(postgres=bool(postgres_url))
-    if not path.exists() or (postgres_url and path.read_bytes() == instance_yaml()):
+    wanted = instance_yaml(postgres=bool(postgres_url), compute_logs=compute_logs)
+    if not path.exists() or path.read_bytes() in {instance_yaml(), instance_yaml(postgres=bool(postgres_url))}:
         atomic_write_bytes(path, wanted)
     check_dagster_yaml(home)
     if postgres_url and not _stores_in_postgres(path):
@@ -155,7 +180,9 @@ def ensure_instance() -> DagsterInstance:
         postgres_url = settings.postgres
         home.mkdir(parents=True, exist_ok=True)
         # Atomic, and the storage is created under a lock: concurrent first runs must not race.
-        _instance_yaml_in_place(home, postgres_url)
+        url, endpoint, region = settings.artifacts_url, settings.s3_endpoint, settings.s3_region
+        logs = compute_logs_yaml(url, endpoint, region) if url else ""
+        _instance_yaml_in_place(home, postgres_url, logs)
         check_writable(home)  # a full disk here is one line now, not an SQLite error mid-run
         if postgres_url:
             from .core.store.postgres import check_reachable

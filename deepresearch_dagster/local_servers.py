@@ -237,16 +237,17 @@ def s3() -> Iterator[S3Server]:
 
 
 # -- Celery workers ----------------------------------------------------------------------------
-def start_worker(name: str, folder: Path, env: dict[str, str]) -> subprocess.Popen:
+def start_worker(name: str, folder: Path, env: dict[str, str], log: str = "worker.log") -> subprocess.Popen:
     """A Celery worker (``-n <name>@<host>``) in a folder of its own: its working copy of the
-    artifacts, its DAGSTER_HOME and ``worker.log``. ``env`` carries the shared settings."""
-    folder.mkdir(parents=True)
+    artifacts, its DAGSTER_HOME and its log (``log``: another one for a worker started again in
+    the same folder). ``env`` carries the shared settings."""
+    folder.mkdir(parents=True, exist_ok=True)
     own = {**env, "DEEPRESEARCH_ARTIFACTS_DIR": str(folder / "artifacts"), "DAGSTER_HOME": str(folder / "home")}
     celery = Path(sys.executable).parent / "celery"
     argv = [str(celery), "-A", "deepresearch_dagster.celery_app", "worker", "-Q", "dagster", "--concurrency", "1"]
     argv += ["-n", f"{name}@%h", "--without-heartbeat", "--without-mingle", "--without-gossip", "--loglevel", "INFO"]
-    with (folder / "worker.log").open("w") as log:
-        return subprocess.Popen(argv, cwd=folder, env=own, stdout=log, stderr=subprocess.STDOUT)
+    with (folder / log).open("w") as out:
+        return subprocess.Popen(argv, cwd=folder, env=own, stdout=out, stderr=subprocess.STDOUT)
 
 
 def wait_ready(worker: subprocess.Popen, folder: Path, timeout_s: float = 120.0) -> None:

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import local_servers as servers
 from .core.store import team_queries as queries
@@ -38,6 +39,8 @@ RESEARCH_OPTIONS = ("--engine", "offline", "--max-steps", "2", "--depth", "0")
 WORKERS = ("w1", "w2")
 BUCKET, PREFIX = "team-rehearsal", "research"
 AT_ONCE = 2
+# A lost worker's step goes to another after this long (the default, 120 s, is for real hosts).
+WORKER_LOST_S = 6
 TEAM_VARIABLES = ("DEEPRESEARCH_", "AWS_", "DAGSTER_HOME")
 
 
@@ -55,6 +58,9 @@ class Figures:
     recompressed: int = 0  # summaries of one research recompressed under a new prompt, fanned out
     compressions_per_worker: dict[str, int] = field(default_factory=dict)
     killed: str = ""  # "<worker> pid <pid> during <partition>'s compressions", or "" when no kill happened
+    worker_killed: str = ""  # the same for the whole worker killed (parent and step process)
+    compute_logs_per_worker: dict[str, int] = field(default_factory=dict)  # steps whose log the store serves
+    reexecuted: int = 0  # runs re-executed from failure (the whole worker's step needs none)
     reports_identical: str = "no"
     wall_s: float = 0.0
 
@@ -101,27 +107,50 @@ def _children(pid: int) -> list[int]:
     return []
 
 
-class _Killer:
-    """Watches Postgres while the researches run: the first research whose ``tool_outputs`` step
-    runs on a worker and has compressed a tool output gets that worker's step process SIGKILLed."""
+@dataclass
+class _Kill:
+    worker: str
+    pid: int
+    partition: str
+    before: set[tuple[str, str]]  # (tool, arguments) executed before the kill
 
-    def __init__(self, url: str, workers: dict[str, subprocess.Popen]) -> None:
-        self.url, self.workers = url, workers
-        self.killed: tuple[str, int, str] | None = None  # worker, pid, partition
-        self.before: set[tuple[str, str]] = set()  # (tool, arguments) executed before the kill
+
+class _Killer:
+    """Watches Postgres while the researches run. The first research whose ``tool_outputs`` step
+    runs on a worker and has compressed a tool output gets that worker's step process SIGKILLed
+    (the worker's Celery parent reports the loss: the run fails). The next such research, of
+    another question, gets its whole worker SIGKILLed, parent and step process, as a lost host:
+    nobody reports that, and the step must go to another worker by itself (celery_app.py). The
+    lost worker is started again at once (the host back), so both take the steps that follow."""
+
+    def __init__(
+        self, url: str, workers: dict[str, subprocess.Popen], restart: Callable[[str], None], say: Callable[[str], None]
+    ) -> None:
+        self.url, self.workers, self.restart, self.say = url, workers, restart, say
+        self.step: _Kill | None = None
+        self.worker: _Kill | None = None
 
     def __call__(self) -> None:
-        if self.killed is not None:
+        if self.worker is not None:
             return
         for worker, partition in queries.compressing_steps(self.url):
             steps = _children(self.workers[worker].pid) if worker in self.workers else []
-            if not steps:
+            if not steps or (self.step is not None and partition == self.step.partition):
                 continue
-            for pid in steps:
+            whole = self.step is not None
+            for pid in ([self.workers[worker].pid] if whole else []) + steps:  # the parent first: it reports nothing
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-            self.killed = (worker, steps[0], partition)
-            self.before = set(queries.executed_calls(self.url, partition))
+            kill = _Kill(worker, self.workers[worker].pid if whole else steps[0], partition, set())
+            kill.before = set(queries.executed_calls(self.url, partition))
+            what = "worker" if whole else "step process of worker"
+            self.say(f"SIGKILLed the {what} {worker} (pid {kill.pid}) during {partition}'s compressions")
+            if whole:
+                self.workers[worker].wait()
+                self.worker = kill
+                self.restart(worker)
+            else:
+                self.step = kill
             return
 
 
@@ -154,6 +183,7 @@ def started_servers() -> Iterator[Servers]:
 
 @contextlib.contextmanager
 def _workers(root: Path, env: dict[str, str]) -> Iterator[dict[str, subprocess.Popen]]:
+    """The workers by name; the dict gets a worker started again (:func:`_restart`) too."""
     workers = {name: servers.start_worker(name, root / "workers" / name, env) for name in WORKERS}
     try:
         yield workers
@@ -178,10 +208,17 @@ def _shared_settings(team: Servers) -> dict[str, str]:
     with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
         client.create_bucket(Bucket=BUCKET)
     url = team.postgres.new_database("team_rehearsal")
+    # The lineage tables made once before the hosts start: two hosts creating them on an empty
+    # database at the same moment can collide on Postgres's catalog (CREATE SCHEMA IF NOT EXISTS
+    # is not safe against a concurrent twin).
+    from .core.store.lineage import LineageStore
+
+    LineageStore.at(url).list_researches()
     return {
         "DEEPRESEARCH_POSTGRES_URL": url,
         "DEEPRESEARCH_LINEAGE_URL": url,
         "DEEPRESEARCH_CELERY_BROKER_URL": team.broker,
+        "DEEPRESEARCH_CELERY_WORKER_LOST_S": str(WORKER_LOST_S),
         "DEEPRESEARCH_ARTIFACTS_URL": f"s3://{BUCKET}/{PREFIX}",
         "AWS_ENDPOINT_URL": team.s3.endpoint,
         "AWS_ACCESS_KEY_ID": team.s3.access_key,
@@ -228,15 +265,21 @@ def rehearse(
         for name, worker in workers.items():
             servers.wait_ready(worker, root / "workers" / name)
         say(f"team: {len(QUESTIONS)} researches, {AT_ONCE} at a time, steps on workers {', '.join(workers)}")
-        killer = _Killer(url, workers)
+        def restart(name: str) -> None:
+            say(f"starting {name} again (the host back); its lost step goes to a worker within {WORKER_LOST_S} s")
+            workers[name] = servers.start_worker(name, root / "workers" / name, env, log="worker-restarted.log")
+
+        killer = _Killer(url, workers, restart, say)
         team_runs = _run_all(env, cwd, killer)
-        if killer.killed:
-            worker, pid, partition = killer.killed
-            figures.killed = f"{worker} pid {pid} during {partition}'s compressions"
-            say(f"SIGKILLed {worker}'s step process (pid {pid}) during {partition}'s compressions")
+        if killer.step:
+            figures.killed = f"{killer.step.worker} pid {killer.step.pid} during {killer.step.partition}'s compressions"
+        if killer.worker:
+            figures.worker_killed = (
+                f"{killer.worker.worker} pid {killer.worker.pid} during {killer.worker.partition}'s compressions"
+            )
         for question in [q for q, out in team_runs.items() if "exit" in out]:
             say(f"failed: {question}: {team_runs[question]['stderr'].strip()[-300:]}")
-            _reexecute(env, url, question, say)
+            figures.reexecuted += _reexecute(env, url, question, say)
         figures.researches_finished = queries.succeeded_partitions(url, "research_job")
         figures.lineage_rows, per = queries.lineage_counts(url)
         reference = queries.lineage_counts_file(root / "single" / "lineage.duckdb")
@@ -248,10 +291,16 @@ def rehearse(
             if per[key] < reference[key] or per[key] - extra.get(key, 0) > reference[key]:
                 say(f"{key[0]} rows of {key[1]}: {per[key]} ({extra.get(key, 0)} of the failed attempt), "
                     f"{reference[key]} on one machine")
-        if killer.killed:
-            figures.repeated_tools = _repeated(url, killer.killed[2], killer.before)
-            figures.tool_calls_repeated = sum(figures.repeated_tools.values())
+        repeated: Counter = Counter()
+        for kill in (killer.step, killer.worker):
+            if kill is not None:
+                for tool, arguments in _repeated(url, kill.partition, kill.before):
+                    say(f"made again after the kill: {kill.partition} {tool} {arguments}")
+                    repeated[tool] += 1
+        figures.repeated_tools = dict(sorted(repeated.items()))
+        figures.tool_calls_repeated = sum(repeated.values())
         figures.reports_identical = _reports_identical(env, single)
+        figures.compute_logs_per_worker = _compute_logs(env, url)
         # Last, as it adds a summary version to the lineage compared above.
         figures.recompressed = _recompress(env, cwd, root, say)
         figures.compressions_per_worker = queries.steps_per_worker(url, "compress_tool_output")
@@ -260,14 +309,15 @@ def rehearse(
     return figures
 
 
-def _reexecute(env: dict[str, str], url: str, question: str, say: Callable[[str], None]) -> None:
+def _reexecute(env: dict[str, str], url: str, question: str, say: Callable[[str], None]) -> int:
+    """Re-execute the question's failed run from failure; 1 when there was one, else 0."""
     from .core.naming import partition_key_for
 
     key = partition_key_for(question)
     last = queries.last_run(url, "research_job", key)
     if last is None or last[1] != "FAILURE":
         say(f"nothing to re-execute for {key}: its last run is {last[1] if last else 'missing'}")
-        return
+        return 0
     run_id = last[0]
     say(f"re-executing run {run_id} ({key}) from failure")
     code = (
@@ -281,26 +331,43 @@ def _reexecute(env: dict[str, str], url: str, question: str, say: Callable[[str]
     )
     proc = subprocess.run([sys.executable, "-c", code, run_id], env=env, capture_output=True, text=True, check=False)
     say(f"  re-execution: {(proc.stdout.strip() or proc.stderr.strip()[-500:]).splitlines()[-1:]}")
+    return 1
 
 
-def _repeated(url: str, partition: str, before: set[tuple[str, str]]) -> dict[str, int]:
-    """Tool calls executed before the kill and executed again by the re-execution (not served
-    from the tool cache), per tool."""
-    calls = queries.executed_calls(url, partition)
-    return dict(sorted(Counter(tool for tool, args in calls if (tool, args) in before).items()))
+def _repeated(url: str, partition: str, before: set[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Tool calls executed before the kill and executed again after it (not served from the tool
+    cache): (tool, arguments)."""
+    return [(tool, args) for tool, args in queries.executed_calls(url, partition) if (tool, args) in before]
+
+
+def _shared_root(env: dict[str, str], url: str | None = None) -> Any:
+    """The object store as a host of the rehearsal reads it (``url``: another prefix of the bucket)."""
+    from .core.config import ResearchSettings
+    from .core.store.object_store import ObjectRoot
+
+    settings = ResearchSettings(
+        artifacts_url=url or env["DEEPRESEARCH_ARTIFACTS_URL"], s3_endpoint=env["AWS_ENDPOINT_URL"],
+        s3_access_key_id=env["AWS_ACCESS_KEY_ID"], s3_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+    )  # fmt: skip
+    return ObjectRoot.from_settings(settings)
+
+
+def _compute_logs(env: dict[str, str], url: str) -> dict[str, int]:
+    """Steps of each worker whose compute log (stdout or stderr) is read back from the object store,
+    where the instance's compute log manager put it (launcher.compute_logs_yaml)."""
+    logs = _shared_root(env, f"s3://{BUCKET}/{PREFIX}-compute-logs")
+    read = {}
+    for worker, keys in queries.captured_logs(url).items():
+        found = [k for k in keys if any(logs.get(f"storage/{'/'.join(k)}.{ext}") for ext in ("err", "out"))]
+        read[worker] = len(found)
+    return dict(sorted(read.items()))
 
 
 def _reports_identical(env: dict[str, str], single: dict[str, bytes]) -> str:
     """report.md of every research, read from the object store, against the single-machine run's."""
-    from .core.config import ResearchSettings
     from .core.naming import partition_key_for
     from .core.store.artifacts import partition_folder
-    from .core.store.object_store import ObjectRoot
 
-    settings = ResearchSettings(
-        artifacts_url=env["DEEPRESEARCH_ARTIFACTS_URL"], s3_endpoint=env["AWS_ENDPOINT_URL"],
-        s3_access_key_id=env["AWS_ACCESS_KEY_ID"], s3_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-    )  # fmt: skip
-    shared = ObjectRoot.from_settings(settings)
+    shared = _shared_root(env)
     same = all(shared.get(f"{partition_folder(partition_key_for(q))}/report.md") == single[q] for q in QUESTIONS)
     return "yes" if same else "no"

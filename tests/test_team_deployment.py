@@ -24,6 +24,7 @@ from deepresearch_dagster.core.store.artifacts import ArtifactStore
 from deepresearch_dagster.core.store.lineage import LineageStore
 from deepresearch_dagster.core.store.object_store import object_root
 from deepresearch_dagster.core.store.partition_lock import PartitionBusy, partition_lock
+from deepresearch_dagster.launcher import compute_logs_yaml, instance_yaml
 from tests.core.store import test_lineage_queries as store_queries
 
 REPO = Path(__file__).resolve().parents[1]
@@ -99,6 +100,12 @@ def test_four_researches_on_two_workers_survive_a_killed_worker(pg, s3, redis_ur
     assert figures.lineage_rows["tool_calls"] > 0 and figures.lineage_rows["summaries"] > 0, report
     # A recompression under a new prompt: one mapped op per raw output, on both workers.
     assert figures.recompressed > 0 and set(figures.compressions_per_worker) == {"w1", "w2"}, report
+    # A whole worker SIGKILLed (nobody reports it): its step went to a worker by itself, so only the
+    # run of the killed step process was re-executed.
+    assert figures.worker_killed and figures.reexecuted == 1, report
+    # The compute logs of steps run on either worker are read back from the object store.
+    assert set(figures.compute_logs_per_worker) == {"w1", "w2"}, report
+    assert all(n > 0 for n in figures.compute_logs_per_worker.values()), report
 
 
 def test_a_postgres_url_is_read_as_psycopg2_and_kept_secret(monkeypatch):
@@ -113,10 +120,10 @@ def test_a_postgres_url_is_read_as_psycopg2_and_kept_secret(monkeypatch):
     assert "s3cret-pw" not in str(info.value)
 
 
-def test_the_generated_instance_template_is_the_one_in_deploy():
-    from deepresearch_dagster.launcher import instance_yaml
-
+def test_the_generated_instance_templates_are_the_ones_in_deploy():
     assert (REPO / "deploy" / "dagster-postgres.yaml").read_bytes() == instance_yaml(postgres=True)
+    team = instance_yaml(postgres=True, compute_logs=compute_logs_yaml("s3://team-research/artifacts"))
+    assert (REPO / "deploy" / "dagster-team.yaml").read_bytes() == team
 
 
 @pytest.mark.fresh_dagster_home
@@ -128,7 +135,9 @@ def test_a_research_runs_on_postgres_with_its_artifacts_on_an_object_store(pg, s
     monkeypatch.setenv("DEEPRESEARCH_LINEAGE_URL", pg.url)
     use_s3(monkeypatch, s3)
     assert main(["run", QUESTION, "--engine", "offline", "--quiet", *SMALL]) == 0, capsys.readouterr().err
-    assert (home / "dagster.yaml").read_bytes() == (REPO / "deploy" / "dagster-postgres.yaml").read_bytes()
+    # The Postgres dagster.yaml, with the compute logs on the object store, beside the artifacts.
+    logs = compute_logs_yaml(f"s3://{BUCKET}/research", s3.endpoint)
+    assert (home / "dagster.yaml").read_bytes() == instance_yaml(postgres=True, compute_logs=logs)
     # The run, its events and its materializations are in Postgres, none in local SQLite files.
     assert _query(pg.url, "SELECT status FROM runs") == [("SUCCESS",)]
     materialized = _query(pg.url, "SELECT count(*) FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION'")

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..context import ResearchContext, fetch_policy, logger
@@ -126,7 +128,10 @@ def _store_call(
     latency_ms: float,
     cached: bool,
     tainted: bool = False,
+    cache: Callable[[ToolCallRecord], None] | None = None,
 ) -> tuple[ToolCallRecord, str]:
+    """Write the raw output, then (``cache``) its tool-cache entry, then its ``tool_calls`` row:
+    a call recorded as made is always in the cache, so a step killed right after re-makes none."""
     run.ordinals[request.name] += 1
     seq = len(run.calls) + 1
     step = run.step
@@ -156,6 +161,8 @@ def _store_call(
         tainted=tainted,
         suspected_injection=[] if error else suspected_sources(stored.text, result.kind, result.source),
     )
+    if cache is not None:
+        cache(record)
     ctx.lineage.record_tool_call(ctx.partition_key, ctx.run_id, record)
     run.calls.append({"tool": request.name, "arguments": request.arguments})
     return record, stored.text
@@ -204,16 +211,17 @@ def run_calls(
         if result is None:
             result = ToolResult(content={"error": error, "tool": request.name}, kind="json")
         ctx.budget.settle(reservation, tool_calls=1)
+        tool = toolbox.tools.get(request.name)
+        put = None
+        if tool and tool.cacheable and error is None and hit is None:
+            put = partial(cache.put, result=result, scope=tool.cache_scope)
         # One short connection per call: other processes can write between calls.
         with ctx.lineage.session():
             record, raw_text = _store_call(
-                ctx, plan, run, request, result, error, latency, hit is not None, tainted
+                ctx, plan, run, request, result, error, latency, hit is not None, tainted, put
             )
             if error is None:
                 state.provenance.learn(request.name, result.content, result.links, result.source)
-            tool = toolbox.tools.get(request.name)
-            if tool and tool.cacheable and error is None and hit is None:
-                cache.put(record, result, tool.cache_scope)
             summary = compress(
                 ctx,
                 StepContext(plan.plan_title, run.step.title, run.step.description, request.name),

@@ -82,6 +82,29 @@ def steps_per_worker(url: str, step: str = "") -> dict[str, int]:
     return dict(sorted(ran.items()))
 
 
+def captured_logs(url: str) -> dict[str, list[list[str]]]:
+    """For each Celery worker, the compute-log keys (``[run_id, "compute_logs", file_key]``) of the
+    steps it ran, from Dagster's LOGS_CAPTURED events (a worker's capture names its one step)."""
+    import json
+
+    ran: dict[tuple[str, str], str] = {}
+    for run_id, step_key, event in _rows(
+        url,
+        "SELECT run_id, step_key, event FROM event_logs WHERE dagster_event_type = 'ENGINE_EVENT' "
+        "AND event LIKE '%%Celery worker%%'",
+    ):
+        if step_key and (match := _WORKER.search(event)):
+            ran[(run_id, step_key)] = match.group(1)
+    logs: dict[str, list[list[str]]] = {}
+    for run_id, event in _rows(url, "SELECT run_id, event FROM event_logs WHERE dagster_event_type = 'LOGS_CAPTURED'"):
+        data = json.loads(event)["dagster_event"]["event_specific_data"]
+        workers = {ran.get((run_id, step)) for step in data.get("step_keys") or []}
+        # ComputeLogsCaptureData's file key is stored as "log_key"; the full key is the run's.
+        if len(workers) == 1 and (worker := workers.pop()) and data.get("log_key"):
+            logs.setdefault(worker, []).append([run_id, "compute_logs", data["log_key"]])
+    return logs
+
+
 def last_run(url: str, job: str, partition: str) -> tuple[str, str] | None:
     """(run id, status) of the partition's latest run of ``job``."""
     rows = _rows(
