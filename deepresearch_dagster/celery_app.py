@@ -59,12 +59,12 @@ def _app() -> Any:
     # The step's own stdout and stderr, not Celery's logging proxies (which have no file descriptor):
     # Dagster captures a step's output at the descriptor, into its compute log (launcher.py).
     app.conf.worker_redirect_stdouts = False
-    _give_lost_steps_to_another_worker(app, settings.celery_worker_lost_s)
+    give_lost_steps_to_another_worker(app, settings.celery_worker_lost_s)
     create_task(app)
     return app
 
 
-def _give_lost_steps_to_another_worker(app: Any, lost_s: float) -> None:
+def give_lost_steps_to_another_worker(app: Any, lost_s: float) -> None:
     """A whole worker lost (SIGKILL, a host gone): its step goes to another worker.
 
     Nobody reports such a loss, and dagster-celery's executor would wait for the step's result for
