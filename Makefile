@@ -36,8 +36,9 @@ test: install
 
 # A team deployment rehearsed on one machine (docs/deployment.md): Postgres, Redis, an S3-API server
 # and two Celery workers on 127.0.0.1; 4 researches 2 at a time, a worker's step killed while it
-# compresses and re-executed from failure, a recompression fanned out; prints one JSON line of
-# figures, then stops everything it started. Needs Debian's postgresql and redis-server.
+# compresses and re-executed from failure, a whole worker killed (its step taken by a worker by
+# itself), a recompression fanned out; prints one JSON line of figures, then stops everything it
+# started. Needs Debian's postgresql and redis-server.
 team-demo: install
 	PYTHONPATH=$(CURDIR) $(BIN)/python deploy/team_demo.py
 

@@ -1,12 +1,14 @@
-"""A team deployment rehearsed on one machine, with a fault (issue 25; ``make team-demo``,
+"""A team deployment rehearsed on one machine, with faults (issue 25; ``make team-demo``,
 deploy/team_demo.py, and tests/test_team_deployment.py run it).
 
 Postgres (Dagster's instance, the partition locks, the lineage through DuckDB), Redis (the
-Celery broker), an S3-API server (the artifacts) and two Celery workers in folders of their own,
-all on 127.0.0.1 (:mod:`.local_servers`). Four researches through ``deepresearch run``, two at a
-time, their steps on the workers; while one research's ``tool_outputs`` step is compressing on
-a worker, that worker's process running the step is SIGKILLed (the worker's Celery parent then
-reports the task lost: the run fails); the failed run is re-executed from failure. The same four
+Celery broker), an S3-API server (the artifacts, the compute logs) and two Celery workers in
+folders of their own, all on 127.0.0.1 (:mod:`.local_servers`). Four researches through
+``deepresearch run``, two at a time, their steps on the workers; while one research's
+``tool_outputs`` step is compressing on a worker, that worker's process running the step is
+SIGKILLed (the worker's Celery parent then reports the task lost: the run fails, and is
+re-executed from failure); while another's is, its whole worker is SIGKILLed and started again
+(nobody reports that: the step goes to a worker by itself, celery_app.py). The same four
 questions are researched on the embedded default (DuckDB file, local folder, one process) as the
 reference. :func:`rehearse` returns the figures (:class:`Figures`).
 """
@@ -24,10 +26,13 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from . import local_servers as servers
 from .core.store import team_queries as queries
+
+if TYPE_CHECKING:
+    from .core.store.object_store import ObjectRoot
 
 QUESTIONS = (
     "What limits solid-state battery manufacturing, and how are companies scaling production?",
@@ -183,7 +188,7 @@ def started_servers() -> Iterator[Servers]:
 
 @contextlib.contextmanager
 def _workers(root: Path, env: dict[str, str]) -> Iterator[dict[str, subprocess.Popen]]:
-    """The workers by name; the dict gets a worker started again (:func:`_restart`) too."""
+    """The workers by name (a worker started again replaces its entry: all are stopped on exit)."""
     workers = {name: servers.start_worker(name, root / "workers" / name, env) for name in WORKERS}
     try:
         yield workers
@@ -340,7 +345,7 @@ def _repeated(url: str, partition: str, before: set[tuple[str, str]]) -> list[tu
     return [(tool, args) for tool, args in queries.executed_calls(url, partition) if (tool, args) in before]
 
 
-def _shared_root(env: dict[str, str], url: str | None = None) -> Any:
+def _shared_root(env: dict[str, str], url: str | None = None) -> ObjectRoot:
     """The object store as a host of the rehearsal reads it (``url``: another prefix of the bucket)."""
     from .core.config import ResearchSettings
     from .core.store.object_store import ObjectRoot

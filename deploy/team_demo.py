@@ -2,8 +2,10 @@
 
 Starts Postgres, Redis, an S3-API server and two Celery workers on 127.0.0.1 (free ports, throw-away
 data); researches 4 questions, 2 at a time, their steps on the workers; SIGKILLs the process of a
-worker that is compressing; re-executes the failed run from failure; researches the same questions
-on the embedded default as the reference; prints one JSON line of figures
+worker that is compressing, and re-executes that failed run from failure; SIGKILLs another
+compressing worker whole and starts it again (its step goes to a worker by itself); reads both
+workers' compute logs from the object store; researches the same questions on the embedded
+default as the reference; prints one JSON line of figures
 (deepresearch_dagster/team_rehearsal.py, the same code tests/test_team_deployment.py runs) and
 stops every server and worker it started, by pid. Progress goes to stderr.
 

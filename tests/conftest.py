@@ -161,6 +161,7 @@ def _no_leaked_dagster_instance() -> Iterator[None]:
 SLOW_FIRST = (
     "test_real_servers_e2e.py",
     "test_team_deployment.py",
+    "test_celery_worker_loss.py",
     "test_concurrency.py",
     "test_ui_browser.py",
     "test_ui_smoke.py",
