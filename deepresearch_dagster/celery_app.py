@@ -14,6 +14,7 @@ configuration reader.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from typing import Any
 
@@ -110,8 +111,11 @@ def give_lost_steps_to_another_worker(app: Any, lost_s: float) -> None:
             key = getattr(channel, "unacked_index_key", None)  # Redis only: other brokers track their own
             tags = {r.message.delivery_tag for r in [*state.reserved_requests, *state.active_requests]}
             if key and tags:
-                # XX: only a claim still held; one already acknowledged or restored stays gone.
-                channel.client.zadd(key, dict.fromkeys(tags, time.time()), xx=True)
+                # A client of the channel's own pool (its ``client`` may be waiting on a BRPOP), as
+                # kombu's QoS does; XX: only a claim still held (an acknowledged or restored one stays gone).
+                with contextlib.suppress(*channel.connection_errors), channel.conn_or_acquire() as client:
+                    # Redis away for a moment: the next renewal, a quarter of the timeout later, makes up for it.
+                    client.zadd(key, dict.fromkeys(tags, time.time()), xx=True)
 
     app.steps["consumer"].add(_KeepClaimed)
 

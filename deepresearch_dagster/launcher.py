@@ -125,7 +125,8 @@ def _instance_yaml_in_place(home: Path, postgres_url: str | None, compute_logs: 
     would then be invisible to the other hosts."""
     path = home / "dagster.yaml"
     wanted = instance_yaml(postgres=bool(postgres_url), compute_logs=compute_logs)
-    if not path.exists() or path.read_bytes() in {instance_yaml(), instance_yaml(postgres=bool(postgres_url))}:
+    current = path.read_bytes() if path.exists() else None
+    if current != wanted and current in {None, instance_yaml(), instance_yaml(postgres=bool(postgres_url))}:
         atomic_write_bytes(path, wanted)
     check_dagster_yaml(home)
     if postgres_url and not _stores_in_postgres(path):
