@@ -126,3 +126,18 @@ def test_the_cache_scope_is_the_corpus_content(tmp_path: Path, texts: list[str],
     changed.write_text(changed.read_text("utf-8") + "x", "utf-8")
     first, copy, other = (cache_scope(local_search.LocalCorpus(folder)) for folder in folders)
     assert first == copy != other
+
+
+def test_a_call_killed_right_after_it_is_recorded_is_in_the_tool_cache(make_context) -> None:
+    """The cache entry is written before the ``tool_calls`` row: a step killed between the two
+    (a worker lost) leaves no recorded call that its next attempt would make again."""
+    from deepresearch_dagster.core.store.lineage import LineageStore
+
+    def killed(*_args: object) -> None:
+        raise SystemExit("killed as the call is recorded")
+
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(SystemExit):
+        patch.setattr(LineageStore, "record_tool_call", killed)
+        research_stage(make_context(partition_key="killed"), _sodium_plan())
+    again = research_stage(make_context(partition_key="killed"), _sodium_plan()).calls
+    assert again[0].cached
