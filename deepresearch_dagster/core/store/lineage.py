@@ -31,8 +31,10 @@ a close (checkpoint) costs 20-40 ms, which used to be paid by every lineage stat
   fails, the transaction is rolled back and the earlier methods' writes are committed again
   without it. A process killed outright (SIGKILL) loses at most the last ``COMMIT_EVERY_S``
   of rows; the raw files, always written before their rows, stay on disk.
-* Lineage in Postgres (a team deployment, :mod:`.lineage_postgres`): none of the above; each
-  process shares one DuckDB connection with the database attached, every statement commits.
+* Lineage in Postgres (a team deployment, :mod:`.lineage_postgres`): the same queue and grouped
+  transactions (:class:`_PostgresLease`) on the process's one connection to the database, which
+  is never let go for other processes (Postgres serialises writers itself); outside a session
+  every statement commits.
 """
 
 from __future__ import annotations
@@ -218,9 +220,19 @@ class _Lease:
     _all: ClassVar[dict[tuple[int, str], _Lease]] = {}
     _all_lock: ClassVar[threading.Lock] = threading.Lock()
 
+    # Whether the connection is let go when another process waits, when idle and after
+    # MAX_HOLD_S (a file admits one process at a time; a Postgres server does not need it).
+    lets_go = True
+
     def __init__(self, path: str) -> None:
+        self._init_state(path, threading.RLock())
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock_file = open(f"{path}.lock", "a+b")  # noqa: SIM115 - held for the process
+        self._wait_file = open(f"{path}.wait", "a+b")  # noqa: SIM115
+
+    def _init_state(self, path: str, lock: threading.RLock) -> None:
         self.path = path
-        self.lock = threading.RLock()
+        self.lock = lock
         self.conn: duckdb.DuckDBPyConnection | None = None
         self.in_use = 0
         self.sessions = 0
@@ -236,9 +248,6 @@ class _Lease:
         self.queue_lock = threading.Lock()
         self.queued_at = 0.0
         self.failure: BaseException | None = None
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._lock_file = open(f"{path}.lock", "a+b")  # noqa: SIM115 - held for the process
-        self._wait_file = open(f"{path}.wait", "a+b")  # noqa: SIM115
         self._reaper: threading.Thread | None = None
         self._reaper_lock = threading.Lock()
 
@@ -323,17 +332,31 @@ class _Lease:
             with self.queue_lock:
                 self.queue[:0] = units
             raise
-        conn = _Journaled(self.conn, self.journal)
         for i, unit in enumerate(units):
             mark = len(self.journal)
             try:
-                for sql, params in unit.statements:
-                    conn.execute(sql, params)
+                try:
+                    self._write_unit(unit)
+                except duckdb.ConnectionException:
+                    if not self._reconnect(mark):
+                        raise
+                    self._write_unit(unit)  # once, on the new connection
             except BaseException:
                 self._undo(mark)
                 with self.queue_lock:
                     self.queue[:0] = units[i + 1 :]
                 raise
+
+    def _write_unit(self, unit: _Unit) -> None:
+        assert self.conn is not None
+        conn = _Journaled(self.conn, self.journal)
+        for sql, params in unit.statements:
+            conn.execute(sql, params)
+
+    def _reconnect(self, mark: int) -> bool:
+        """After the server went away mid-transaction: a new connection with the transaction's
+        writes before ``mark`` written again; False where that cannot happen (a file)."""
+        return False
 
     def _raise_failure(self) -> None:
         if self.failure is not None:
@@ -474,11 +497,11 @@ class _Lease:
                     if self._retire():
                         return
                     continue
-                if (
-                    self.sessions == 0
-                    or now - self.last_used >= LINGER_S
-                    or now - self.opened_at >= MAX_HOLD_S
-                    or self._others_waiting()
+                if self.sessions == 0 or (
+                    self.lets_go
+                    and (
+                        now - self.last_used >= LINGER_S or now - self.opened_at >= MAX_HOLD_S or self._others_waiting()
+                    )
                 ):
                     self._close()
                     if self._retire():
@@ -511,6 +534,55 @@ class _Lease:
 atexit.register(_Lease.close_all)
 
 
+class _PostgresLease(_Lease):
+    """Lineage in Postgres (a team deployment): the same queue and grouped transactions as a
+    file (a stage's rows committed together at its pauses, not one commit per statement), on
+    the process's one connection to the database (:class:`.lineage_postgres.PostgresLineage`,
+    whose lock is this lease's), which is never let go: Postgres serialises writers itself."""
+
+    lets_go = False
+
+    def __init__(self, target: PostgresLineage) -> None:
+        self._init_state(target.url, target.lock)
+        self.target = target
+
+    @classmethod
+    def of(cls, target: PostgresLineage) -> _PostgresLease:
+        key = (os.getpid(), f"postgres:{id(target)}")
+        with cls._all_lock:
+            lease = cls._all.get(key)
+            if not isinstance(lease, _PostgresLease) or lease.target is not target:
+                lease = cls._all[key] = cls(target)
+            return lease
+
+    def _open(self) -> None:
+        self.conn = self.target.connection()
+        self.opens += 1
+        self.opened_at = self.last_used = time.monotonic()
+        if self.sessions:
+            self._start_reaper()
+
+    def _disconnect(self) -> None:
+        self.conn, self.txn_open = None, False  # the process's connection stays open
+
+    def _others_waiting(self) -> bool:
+        return False
+
+    def _reconnect(self, mark: int) -> bool:
+        keep = self.journal[:mark]
+        self.target.close()
+        self.conn, self.txn_open = None, False
+        self._open()
+        assert self.conn is not None
+        self.conn.execute("BEGIN")
+        self.txn_open, self.txn_started = True, time.monotonic()
+        self.journal[:] = []
+        conn = _Journaled(self.conn, self.journal)
+        for sql, params in keep:
+            conn.execute(sql, params)
+        return True
+
+
 def _insert_rows(conn: duckdb.DuckDBPyConnection, sql: str, rows: list[list[Any]]) -> None:
     """``executemany`` as one multi-row ``VALUES`` statement per chunk: DuckDB runs
     ``executemany`` row by row, each a statement of its own."""
@@ -541,6 +613,8 @@ class LineageStore:
         # A connection shared by the process (lineage in Postgres) migrates as it connects.
         self._shared = bool(getattr(connect, "shared", False))
         if self._shared:
+            if isinstance(connect, PostgresLineage):
+                self._lease = _PostgresLease.of(connect)
             return
         if database is None or database not in self._migrated:
             with self._connect(grouped=False) as conn:
