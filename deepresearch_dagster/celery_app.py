@@ -57,7 +57,19 @@ def _app() -> Any:
     # step instead of it waiting behind a busy one (dagster-celery's own worker command does the same).
     app.conf.worker_prefetch_multiplier = 1
     create_task(app)
+    _preload()
     return app
+
+
+def _preload() -> None:
+    """Import the steps' code in the worker's main process, before it forks the processes that
+    run the tasks: they inherit it, so a step no longer pays its process's first imports (the
+    project, Dagster's step execution, the model client: 2-4 s on two busy cores, the first step
+    of every worker process). Nothing connects to anything here."""
+    import dagster._core.execution.api  # noqa: F401 - the step execution dagster-celery calls
+
+    from . import definitions  # noqa: F401 - what each task reconstructs its job from
+    from .core.llm import openai_engine  # noqa: F401 - imported by the first model call otherwise
 
 
 def __getattr__(name: str) -> Any:
