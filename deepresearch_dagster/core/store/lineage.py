@@ -8,8 +8,8 @@ a close (checkpoint) costs 20-40 ms, which used to be paid by every lineage stat
 
 * Each process holds at most one connection per database file (:class:`_Lease`), shared by
   every :class:`LineageStore` on that file and opened on first use.
-* It stays open only inside a :meth:`LineageStore.session`: a pipeline stage, a Dagster op, a
-  ``launcher.run_job`` run. Outside one, a call connects and closes as before, so the file is
+* It stays open only inside a :meth:`LineageStore.session`: a ``pipeline.run_research`` run, a
+  Dagster op, a ``launcher.run_job`` run. Outside one, a call connects and closes as before, so the file is
   free again as soon as the call returns.
 * Inside a session it is let go after the current statement when another process waits for
   the file, when idle for ``LINGER_S`` (a long model call), after ``MAX_HOLD_S`` open, and at
@@ -20,17 +20,19 @@ a close (checkpoint) costs 20-40 ms, which used to be paid by every lineage stat
   retries. Without POSIX locks (Windows) every call opens a short connection, as before.
 * Inside a session the rows of the frequent calls (LLM calls, tool calls, their summaries and
   caches: :meth:`LineageStore._queued`) are queued in memory and written by the lease's thread
-  while the research waits on a model or a page (``COMMIT_IDLE_S`` after the last one), so the
-  statements overlap the waits instead of following them; a read of a table with queued rows, any
-  other write, the end of the session and letting the connection go write them first, in order.
-  A queued row is on disk at the same moments it was when written at once: the next commit.
+  (within ``_POLL_S``), so the statements overlap the research's own work and its waits on
+  models and pages instead of following them (DuckDB lets go of the GIL while it executes); a
+  read of a table with queued rows, any other write, the end of the session and letting the
+  connection go write them first, in order. A queued row is on disk at the same moments it was
+  when written at once: the next commit, below.
 * Inside a session the statements share one transaction, committed after ``COMMIT_EVERY_S``,
   at the first pause of ``COMMIT_IDLE_S`` (by the lease's thread, while the research waits on a
   model or a page) and always before the connection is let go: no other process can read the
   file in between, and this process reads its own writes. Each store method is atomic: if one
   fails, the transaction is rolled back and the earlier methods' writes are committed again
-  without it. A process killed outright (SIGKILL) loses at most the last ``COMMIT_EVERY_S``
-  of rows; the raw files, always written before their rows, stay on disk.
+  without it (a queued one's error is raised by the process's next lineage call). A process
+  killed outright (SIGKILL) loses at most the last ``COMMIT_EVERY_S`` of rows; the raw files,
+  always written before their rows, stay on disk.
 * Lineage in Postgres (a team deployment, :mod:`.lineage_postgres`): the same queue and grouped
   transactions (:class:`_PostgresLease`) on the process's one connection to the database, which
   is never let go for other processes (Postgres serialises writers itself); outside a session
