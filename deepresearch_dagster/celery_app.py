@@ -64,12 +64,13 @@ def _app() -> Any:
 def _preload() -> None:
     """Import the steps' code in the worker's main process, before it forks the processes that
     run the tasks: they inherit it, so a step no longer pays its process's first imports (the
-    project, Dagster's step execution, the model client: 2-4 s on two busy cores, the first step
-    of every worker process). Nothing connects to anything here."""
+    project's assets and jobs, Dagster's step execution, the model client: 2-4 s on two busy
+    cores, the first step of every worker process). Not ``definitions`` itself, which builds the
+    executor from this module (each task builds its job, ``defs.runs``). Nothing connects here."""
     import dagster._core.execution.api  # noqa: F401 - the step execution dagster-celery calls
 
-    from . import definitions  # noqa: F401 - what each task reconstructs its job from
     from .core.llm import openai_engine  # noqa: F401 - imported by the first model call otherwise
+    from .defs import checks, evaluations, jobs, sensors  # noqa: F401 - what defs.build composes
 
 
 def __getattr__(name: str) -> Any:

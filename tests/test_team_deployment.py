@@ -400,6 +400,18 @@ def test_lineage_rows_of_a_session_commit_together_in_postgres_and_a_tool_call_r
     store_connections.assert_survives_a_kill(pg.new_database("lineage_killed"))
 
 
+def test_a_session_s_queued_rows_go_through_a_postgres_restart(pg):
+    url = pg.new_database("lineage_restart_session")
+    lineage = LineageStore.at(url)
+    with lineage.session():
+        for status in ("ok", "fallback", "ok"):
+            lineage.record_llm_call("k", "r1", "critic", "m", 1, status, 1, 1, 1.0, None, "invalid: x")
+        assert len(lineage.role_outcomes("k", ["r1"], "critic")) == 3
+        pg.restart()  # the session's connection ends with the server
+        lineage.record_llm_call("k", "r1", "critic", "m", 1, "ok", 1, 1, 1.0, None)
+    assert _query(url, "SELECT count(*) FROM deepresearch.llm_calls")[0][0] == 4
+
+
 def test_an_unreachable_lineage_database_is_one_line_naming_it(monkeypatch, capsys):
     port = servers.free_port()
     monkeypatch.setenv("DEEPRESEARCH_LINEAGE_URL", f"postgresql://team:pw-not-shown@127.0.0.1:{port}/lineage")

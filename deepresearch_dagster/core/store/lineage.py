@@ -9,8 +9,8 @@ a close (checkpoint) costs 20-40 ms, which used to be paid by every lineage stat
 * Each process holds at most one connection per database file (:class:`_Lease`), shared by
   every :class:`LineageStore` on that file and opened on first use.
 * It stays open only inside a :meth:`LineageStore.session`: a ``pipeline.run_research`` run, a
-  Dagster op, a ``launcher.run_job`` run. Outside one, a call connects and closes as before, so the file is
-  free again as soon as the call returns.
+  Dagster op, a ``launcher.run_job`` run. Outside one, a call connects and closes as before, so
+  the file is free again as soon as the call returns.
 * Inside a session it is let go after the current statement when another process waits for
   the file, when idle for ``LINGER_S`` (a long model call), after ``MAX_HOLD_S`` open, and at
   the session's end, so no process is shut out for long.
@@ -57,7 +57,7 @@ from typing import Any, ClassVar
 
 import duckdb
 
-from ..errors import redact, storage_failure
+from ..errors import ConfigError, redact, storage_failure
 from ..models import PlanStep, ResearchPlan, SummaryRecord, ToolCallRecord
 from .lineage_postgres import PostgresLineage, is_postgres_url
 from .schema import migrate
@@ -127,8 +127,6 @@ def lineage_target(path: str | Path) -> str | Path:
 
         url = load_settings().lineage_postgres
         if not url:
-            from ..errors import ConfigError
-
             raise ConfigError("the lineage database is configured as Postgres but DEEPRESEARCH_LINEAGE_URL is not set")
         return url
     return path
@@ -244,12 +242,12 @@ class _Lease:
         self.txn_open = False  # a grouped transaction (inside a session)
         self.txn_started = 0.0
         self.journal: list[tuple[str, list[Any]]] = []
-        # Units queued inside a session (defer), their first one's time, and the error of a unit
-        # the lease's thread could not write (raised at this process's next lineage call).
+        # Units queued inside a session (defer), and the error of a unit the lease's thread could
+        # not write (raised at this process's next lineage call).
         self.queue: list[_Unit] = []
         self.queue_lock = threading.Lock()
-        self.queued_at = 0.0
         self.failure: BaseException | None = None
+        self.retry_at = 0.0  # the lease's thread tries queued units again from then
         self._reaper: threading.Thread | None = None
         self._reaper_lock = threading.Lock()
 
@@ -285,9 +283,10 @@ class _Lease:
             self.in_use += 1
             try:
                 yield _Journaled(self.conn, self.journal) if self.txn_open else self.conn
-            except BaseException:
+            except BaseException as exc:
                 if self.txn_open:
                     self._undo(mark)
+                self._lost(exc)
                 raise
             finally:
                 self.in_use -= 1
@@ -299,21 +298,21 @@ class _Lease:
                         self._commit()
 
     def defer(self, unit: _Unit) -> None:
-        """Queue a unit of writes (inside a session): the lease's thread writes it while this
-        process waits, or the next statement that needs it does. Takes no connection lock, so
+        """Queue a unit of writes (inside a session): the lease's thread writes it within
+        ``_POLL_S``, or the next statement that needs it does first. Takes no connection lock, so
         the research never waits here for a write in progress."""
         self._raise_failure()
         with self.queue_lock:
-            if not self.queue:
-                self.queued_at = time.monotonic()
             self.queue.append(unit)
             self.last_used = time.monotonic()
         self._start_reaper()
 
-    def _flush(self, reads: frozenset[str] | None = None) -> None:
+    def _flush(self, reads: frozenset[str] | None = None, again: bool = True) -> None:
         """Write queued units (all, or up to the last that writes one of ``reads``) into the
         grouped transaction; the caller holds ``self.lock``. A unit that fails is undone alone
-        (as in :meth:`use`), the ones after it stay queued, and its error is raised."""
+        (as in :meth:`use`), the ones after it stay queued, and its error is raised. Where the
+        server went away (Postgres), everything not committed is queued again and written once
+        more on a new connection (``again``)."""
         with self.queue_lock:
             if reads is None:
                 n = len(self.queue)
@@ -323,31 +322,41 @@ class _Lease:
         if not units:
             return
         try:
-            if self.conn is None:
-                self._open()
-            assert self.conn is not None
-            if not self.txn_open:
-                self.conn.execute("BEGIN")
-                self.txn_open, self.txn_started = True, time.monotonic()
-                self.journal.clear()
-        except BaseException:
+            self._begin()
+        except BaseException as exc:
             with self.queue_lock:
-                self.queue[:0] = units
+                self.queue[:0] = units  # nothing written: all of them wait
+            self._lost(exc)  # Postgres: the transaction's earlier units go back before them
+            if self._gone(exc) and again:
+                return self._flush(reads, again=False)  # once, on a new connection
             raise
         for i, unit in enumerate(units):
             mark = len(self.journal)
             try:
-                try:
-                    self._write_unit(unit)
-                except duckdb.ConnectionException:
-                    if not self._reconnect(mark):
-                        raise
-                    self._write_unit(unit)  # once, on the new connection
-            except BaseException:
-                self._undo(mark)
+                self._write_unit(unit)
+            except BaseException as exc:
+                if self._gone(exc):
+                    with self.queue_lock:
+                        self.queue[:0] = units[i:]  # this unit and the rest
+                    self._lost(exc)  # the transaction's earlier units go back before them
+                    if again:
+                        return self._flush(reads, again=False)
+                    raise
                 with self.queue_lock:
                     self.queue[:0] = units[i + 1 :]
+                self._undo(mark)
                 raise
+        return None
+
+    def _begin(self) -> None:
+        """The open connection inside the grouped transaction."""
+        if self.conn is None:
+            self._open()
+        assert self.conn is not None
+        if not self.txn_open:
+            self.conn.execute("BEGIN")
+            self.txn_open, self.txn_started = True, time.monotonic()
+            self.journal.clear()
 
     def _write_unit(self, unit: _Unit) -> None:
         assert self.conn is not None
@@ -355,9 +364,16 @@ class _Lease:
         for sql, params in unit.statements:
             conn.execute(sql, params)
 
-    def _reconnect(self, mark: int) -> bool:
-        """After the server went away mid-transaction: a new connection with the transaction's
-        writes before ``mark`` written again; False where that cannot happen (a file)."""
+    def _lost(self, exc: BaseException) -> None:
+        """A statement failed: where the server went away (Postgres), the open transaction's
+        units go back to the front of the queue and the next statement connects again."""
+
+    def _transient(self, exc: BaseException) -> bool:
+        """A failure the lease's thread retries (the units stay queued) instead of reporting."""
+        return False
+
+    def _gone(self, exc: BaseException) -> bool:
+        """The server went away (Postgres; a file does not): nothing uncommitted is lost."""
         return False
 
     def _raise_failure(self) -> None:
@@ -489,11 +505,14 @@ class _Lease:
                 if self.in_use:
                     continue
                 now = time.monotonic()
-                if self.queue:
+                if self.queue and now >= self.retry_at:
                     try:
                         self._flush()
-                    except Exception as exc:  # raised by this process's next lineage call
-                        self.failure = self.failure or exc
+                    except Exception as exc:
+                        if self._transient(exc):  # the server is away: the units stay queued
+                            self.retry_at = now + 0.5
+                        else:  # raised by this process's next lineage call
+                            self.failure = self.failure or exc
                         continue
                 if self.conn is None:
                     if self._retire():
@@ -570,19 +589,33 @@ class _PostgresLease(_Lease):
     def _others_waiting(self) -> bool:
         return False
 
-    def _reconnect(self, mark: int) -> bool:
+    def _undo(self, mark: int) -> None:
         keep = self.journal[:mark]
-        self.target.close()
+        try:
+            super()._undo(mark)
+        except (duckdb.ConnectionException, duckdb.IOException) as exc:  # they wait for the next connection
+            self.journal[:] = keep
+            self._lost(exc)
+
+    def _gone(self, exc: BaseException) -> bool:
+        # The extension says "Unable to connect" (IOException) when a commit finds the server gone.
+        return isinstance(exc, duckdb.ConnectionException | duckdb.IOException)
+
+    def _lost(self, exc: BaseException) -> None:
+        if not self._gone(exc):
+            return
+        if self.journal:
+            unit = _Unit()
+            for sql, params in self.journal:
+                unit.execute(sql, params)
+            with self.queue_lock:
+                self.queue.insert(0, unit)
+        self.journal.clear()
+        self.target.close()  # a restarted server: the next statement connects again
         self.conn, self.txn_open = None, False
-        self._open()
-        assert self.conn is not None
-        self.conn.execute("BEGIN")
-        self.txn_open, self.txn_started = True, time.monotonic()
-        self.journal[:] = []
-        conn = _Journaled(self.conn, self.journal)
-        for sql, params in keep:
-            conn.execute(sql, params)
-        return True
+
+    def _transient(self, exc: BaseException) -> bool:
+        return self._gone(exc) or isinstance(exc, ConfigError)
 
 
 def _insert_rows(conn: duckdb.DuckDBPyConnection, sql: str, rows: list[list[Any]]) -> None:
