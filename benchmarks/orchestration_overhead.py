@@ -197,7 +197,8 @@ PROFILE_GROUPS = (
     ("file writes (raw outputs, artifacts)", ("fsync", "'open'", "rename", "replace", "method 'write'", "mkstemp")),
 )
 REMEDY = {
-    "DuckDB statements": "fewer lineage statements per tool call (rows batched per stage instead of one by one)",
+    "DuckDB statements": "fewer lineage reads on the research's path (the circuit breaker's, the compression "
+    "cache's) and fewer reconnects after the file was let go (the rows themselves are written by the lease's thread)",
     "socket waits (the fakes answer from threads of this process)": "the fake servers run as threads of this "
     "process, so their CPU counts here; served from another process (as real servers are) it would not",
     "HTTP client (openai SDK, httpx)": "the openai SDK builds and validates each request; a leaner HTTP path per call",
@@ -367,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
             if res["kind"] == "dagster":
                 why += (
                     f". Dagster adds {dagster_extra:.2f} s at 0 ms: its run and event-log storage "
-                    "(a SQLite commit per event) — Postgres storage or fewer assets and checks would cut it"
+                    "(per event a new SQLAlchemy engine, SQLite connection and commit; a new per-run event "
+                    "database) — fewer events (assets, checks, log lines) would cut it"
                 )
             summary.append(figure(f"wall ÷ critical path ({name})", value, "≤ 1.10", value <= GOAL, "×", why))
             comparison.append([f"wall ÷ critical path ({name})", before.get("ratio"), value])

@@ -62,6 +62,7 @@ def _app() -> Any:
     app.conf.worker_redirect_stdouts = False
     give_lost_steps_to_another_worker(app, settings.celery_worker_lost_s)
     create_task(app)
+    _preload()
     return app
 
 
@@ -118,6 +119,18 @@ def give_lost_steps_to_another_worker(app: Any, lost_s: float) -> None:
                     client.zadd(key, dict.fromkeys(tags, time.time()), xx=True)
 
     app.steps["consumer"].add(_KeepClaimed)
+
+
+def _preload() -> None:
+    """Import the steps' code in the worker's main process, before it forks the processes that
+    run the tasks: they inherit it, so a step no longer pays its process's first imports (the
+    project's assets and jobs, Dagster's step execution, the model client: 2-4 s on two busy
+    cores, the first step of every worker process). Not ``definitions`` itself, which builds the
+    executor from this module (each task builds its job, ``defs.runs``). Nothing connects here."""
+    import dagster._core.execution.api  # noqa: F401 - the step execution dagster-celery calls
+
+    from .core.llm import openai_engine  # noqa: F401 - imported by the first model call otherwise
+    from .defs import checks, evaluations, jobs, sensors  # noqa: F401 - what defs.build composes
 
 
 def __getattr__(name: str) -> Any:

@@ -25,6 +25,7 @@ from deepresearch_dagster.core.store.lineage import LineageStore
 from deepresearch_dagster.core.store.object_store import object_root
 from deepresearch_dagster.core.store.partition_lock import PartitionBusy, partition_lock
 from deepresearch_dagster.launcher import compute_logs_yaml, instance_yaml
+from tests.core.store import test_lineage_connections as store_connections
 from tests.core.store import test_lineage_queries as store_queries
 
 REPO = Path(__file__).resolve().parents[1]
@@ -209,6 +210,7 @@ OTHER_HOST = """
 import sys
 from pathlib import Path
 from deepresearch_dagster.core.store.partition_lock import PartitionBusy, partition_lock
+from tests.core.store import test_lineage_connections as store_connections
 from tests.core.store import test_lineage_queries as store_queries
 url, folder = sys.argv[1:]
 try:
@@ -378,6 +380,42 @@ def test_lineage_statements_go_through_after_a_postgres_restart(pg):
     pg.restart()  # every session ends; the extension connects again on the next statement
     lineage.register_request("after", "Asked after the restart?", {"depth": 1})
     assert sorted(r["partition_key"] for r in lineage.list_researches()) == ["after", "before"]
+
+
+def test_lineage_rows_of_a_session_commit_together_in_postgres_and_a_tool_call_row_survives_a_kill(pg):
+    url = pg.new_database("lineage_grouped")
+    lineage = LineageStore.at(url)
+    lineage.register_request("k", "A question?", {})
+
+    def transactions(write) -> int:  # write transactions Postgres numbered meanwhile (txid_current takes one)
+        before = _query(url, "SELECT txid_current()")[0][0]
+        write()
+        return _query(url, "SELECT txid_current()")[0][0] - before - 1
+
+    def thirty_calls() -> None:
+        for _ in range(30):
+            lineage.record_llm_call("k", "r1", "compressor", "m", 1, "ok", 1, 1, 1.0, None)
+
+    def in_a_session() -> None:
+        with lineage.session():
+            thirty_calls()
+
+    assert transactions(thirty_calls) >= 30  # outside a session: each statement commits
+    assert transactions(in_a_session) <= 5  # a stage's rows: grouped as in a DuckDB file
+    assert _query(url, "SELECT count(*) FROM deepresearch.llm_calls")[0][0] == 60
+    store_connections.assert_survives_a_kill(pg.new_database("lineage_killed"))
+
+
+def test_a_session_s_queued_rows_go_through_a_postgres_restart(pg):
+    url = pg.new_database("lineage_restart_session")
+    lineage = LineageStore.at(url)
+    with lineage.session():
+        for status in ("ok", "fallback", "ok"):
+            lineage.record_llm_call("k", "r1", "critic", "m", 1, status, 1, 1, 1.0, None, "invalid: x")
+        assert len(lineage.role_outcomes("k", ["r1"], "critic")) == 3
+        pg.restart()  # the session's connection ends with the server
+        lineage.record_llm_call("k", "r1", "critic", "m", 1, "ok", 1, 1, 1.0, None)
+    assert _query(url, "SELECT count(*) FROM deepresearch.llm_calls")[0][0] == 4
 
 
 def test_an_unreachable_lineage_database_is_one_line_naming_it(monkeypatch, capsys):

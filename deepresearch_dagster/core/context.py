@@ -107,6 +107,10 @@ class ResearchContext:
     budget: BudgetLedger | None = None
     # True once the user asked to stop (the Dagster layer passes its captured-interrupt flag).
     interrupted: Callable[[], bool] = field(default=lambda: False)
+    # The circuit breaker's view of each role's outcomes in this run, newest first: read from the
+    # lineage once per context (a Dagster op opens its own), then kept by this context's own
+    # records (llm/structured.py), so a model call no longer waits for a lineage read.
+    outcomes: dict[str, list[dict[str, str | None]]] = field(default_factory=dict, repr=False)
 
     def check_interrupt(self) -> None:
         if self.interrupted():

@@ -230,23 +230,20 @@ def run_research(
     order are the same ones the Dagster assets call, so both paths write the same files;
     ``partition_key`` names a dated partition of a recurring topic (``<slug>--YYYY-MM-DD``)."""
     lineage = LineageStore.at(settings.lineage_database)
-    # One session per stage: the stage's statements share this process's connection, which is
-    # let go whenever another process waits for the file and closed at the stage's end.
+    # One session for the run, as `launcher.run_job` holds for the Dagster ops: the stages share
+    # this process's connection, which is let go whenever another process waits for the file
+    # (and when idle), and committed and closed at the run's end.
     with lineage.session():
         key = register(lineage, question, options, partition_key=partition_key)
         ctx = open_context(key, settings, lineage, log=log)
-    # One run per partition (the Dagster assets take the same lock per stage).
-    with partition_lock(ctx.store.partition_dir, key, ctx.run_id, postgres_url=settings.postgres):
-        with lineage.session():
+        # One run per partition (the Dagster assets take the same lock per stage).
+        with partition_lock(ctx.store.partition_dir, key, ctx.run_id, postgres_url=settings.postgres):
             plan = plan_stage(ctx)
-        save_stage(ctx.store, "research_plan", plan)
-        with lineage.session():
+            save_stage(ctx.store, "research_plan", plan)
             outputs = research_stage(ctx, plan)
-        save_stage(ctx.store, "tool_outputs", outputs)
-        with lineage.session():
+            save_stage(ctx.store, "tool_outputs", outputs)
             bundle = compression_stage(ctx, plan, outputs)
-        save_stage(ctx.store, "compressed_summaries", bundle)
-        with lineage.session():
+            save_stage(ctx.store, "compressed_summaries", bundle)
             report = report_stage(ctx, plan, bundle, outputs)
-        save_stage(ctx.store, "research_report", report)
+            save_stage(ctx.store, "research_report", report)
     return ctx, report

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from typing import Any
 
 from .models import SummaryRecord
@@ -37,10 +38,12 @@ def spotlight(text: str, marker: str) -> str:
     return f"<<<{marker}\n{text.replace(marker, '')}\n{marker}>>>"
 
 
-def _suspect_units(text: str) -> list[str]:
+@lru_cache(maxsize=256)
+def _suspect_units(text: str) -> tuple[str, ...]:
     """Sentences (within lines: a role tag or a fake tool call is often a line of its own) that
-    address the model."""
-    return [s for line in text.splitlines() for s in split_sentences(line) if addresses_model(s)]
+    address the model. Memoized: a tool output is read for them when it is stored and again when
+    its compression blanks them."""
+    return tuple(s for line in text.splitlines() for s in split_sentences(line) if addresses_model(s))
 
 
 def _listing(raw: str) -> dict[str, Any] | None:

@@ -80,6 +80,8 @@ def record_completion(
         prompt_tps=completion.prompt_tps,
         gen_tps=completion.gen_tps,
     )
+    if status == "ok":
+        _remember(ctx, role, "ok", None)
 
 
 def _record_attempts(
@@ -273,6 +275,7 @@ def record_fallback(
     credentials: every later call would fail alike) is re-raised here instead."""
     if isinstance(exc, CredentialsError):
         raise exc
+    error = f"{fallback_kind(exc)}: {exc}"
     ctx.lineage.record_llm_call(
         ctx.partition_key,
         ctx.run_id,
@@ -284,15 +287,26 @@ def record_fallback(
         completion_tokens,
         0.0,
         artifact,
-        f"{fallback_kind(exc)}: {exc}",
+        error,
     )
+    _remember(ctx, role, "fallback", error)
+
+
+def _remember(ctx: ResearchContext, role: str, status: str, error: str | None) -> None:
+    """An outcome this context recorded, for its breaker (once the breaker has read the role's)."""
+    known = ctx.outcomes.get(role)
+    if known is not None:
+        known.insert(0, {"status": status, "error": error})
 
 
 def breaker_open(ctx: ResearchContext, role: str, threshold: int = BREAKER_THRESHOLD) -> bool:
     """Open when the role's last ``threshold`` outcomes in this run (answers accepted, fallbacks
     that count) are all fallbacks after invalid answers or deterministic errors. Derived from
-    DuckDB, so every Dagster op of a run (each opens its own context) sees the same breaker."""
-    rows = ctx.lineage.role_outcomes(ctx.partition_key, [ctx.run_id], role)
+    the lineage, read once per context and then kept by its own records (``ctx.outcomes``), so
+    every Dagster op of a run (each opens its own context) starts from the same breaker."""
+    rows = ctx.outcomes.get(role)
+    if rows is None:
+        rows = ctx.outcomes[role] = ctx.lineage.role_outcomes(ctx.partition_key, [ctx.run_id], role)
     streak = 0
     for row in rows:
         if row["status"] == "ok":

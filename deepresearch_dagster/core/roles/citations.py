@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel
@@ -39,41 +40,66 @@ def normalize(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().lower()
 
 
+@lru_cache(maxsize=8192)
+def _terms(text: str) -> frozenset[str]:
+    return frozenset(content_terms(text))
+
+
 def _overlap(sentence_terms: set[str], other: str) -> float:
-    return len(sentence_terms & set(content_terms(other))) / len(sentence_terms) if sentence_terms else 0.0
+    return len(sentence_terms & _terms(other)) / len(sentence_terms) if sentence_terms else 0.0
+
+
+# A report checks every sentence against the same few raw outputs: each raw output is read
+# (normalized, its table rows, records and prose sentences found) once per process, not once
+# per sentence and source. Keyed by the text itself, so a changed file is read anew.
+Quoted = tuple[tuple[str, tuple[str, ...]], ...]  # (what a finding quotes, its normalized parts)
+
+
+@lru_cache(maxsize=64)
+def _read_raw(raw: str) -> tuple[str, Quoted, Quoted, tuple[str, ...]]:
+    """(normalized text, table data rows as (line, cells), records as (text, fields), prose sentences)."""
+    lines = raw.splitlines()
+    rows = []
+    for i, line in enumerate(lines):
+        if not line.lstrip().startswith("|"):
+            continue
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if separator_row("|" + nxt.strip().removeprefix("|")):  # its leading pipe may be left out
+            continue  # a header row
+        cells = [normalize(c) for c in table_cells(line)]
+        rows.append((line.strip(), tuple(c for c in cells if c and not re.fullmatch(r"[-: ]+", c))))
+    found = structured_records(lines)
+    records = tuple((r.text, tuple(normalize(line) for line in r.lines)) for r in found)
+    inside = {i for r in found for i in range(r.start, r.end)}
+    # The sentences outside structured records: a record supports a finding only whole
+    # (``record_support``) or quoted exactly, never as a paraphrase (a log without full stops
+    # would read as one sentence holding every entry's words).
+    prose = split_sentences("\n".join(line for i, line in enumerate(lines) if i not in inside) if inside else raw)
+    return normalize(raw), tuple(rows), records, tuple(prose)
 
 
 def find_support(sentence: str, entries: list[dict[str, Any]], raws: dict[str, str]) -> tuple[str, str] | None:
     """(quote, artifact file) from the source's raw artifacts that supports ``sentence``."""
     terms = set(content_terms(sentence))
     norm_sentence = normalize(sentence)
+    numbers = _numbers(sentence)
     for e in entries:
         raw = raws.get(e["artifact_file"], "")
-        norm_raw = normalize(raw)
+        norm_raw, _, _, prose = _read_raw(raw)
         if norm_sentence and norm_sentence in norm_raw:
             return sentence.strip(), e["artifact_file"]
         row = table_row_support(norm_sentence, raw) or record_support(norm_sentence, raw)
         if row:
             return row, e["artifact_file"]
         # A paraphrase is supported by a quote that shares most of its words and all its numbers.
-        numbers = _numbers(sentence)
         candidates = [*split_sentences(e["summary"]), *e["extraction"]]
         best = max(candidates, key=lambda c: _overlap(terms, c), default=None)
         if best and _overlap(terms, best) >= 0.5 and normalize(best) in norm_raw and numbers <= _numbers(best):
             return best, e["artifact_file"]
-        raw_best = max(_prose_sentences(raw), key=lambda s: _overlap(terms, s), default=None)
+        raw_best = max(prose, key=lambda s: _overlap(terms, s), default=None)
         if raw_best and _overlap(terms, raw_best) >= 0.6 and numbers <= _numbers(raw_best):
             return raw_best, e["artifact_file"]
     return None
-
-
-def _prose_sentences(raw: str) -> list[str]:
-    """The raw output's sentences outside its structured records: a record supports a finding
-    only whole (``record_support``) or quoted exactly, never as a paraphrase (a log without full
-    stops would read as one sentence holding every entry's words)."""
-    lines = raw.splitlines()
-    inside = {i for r in structured_records(lines) for i in range(r.start, r.end)}
-    return split_sentences("\n".join(line for i, line in enumerate(lines) if i not in inside) if inside else raw)
 
 
 def _numbers(text: str) -> set[str]:
@@ -87,21 +113,13 @@ def table_row_support(norm_sentence: str, raw: str) -> str | None:
     Every cell of the row must be in the finding (a cell may hold "; " itself, so the finding is
     not split back into cells), and the cells must make up 30 % of it or more: a header row's
     short names alone never support a finding."""
-    lines = raw.splitlines()
-    for i, line in enumerate(lines):
-        if not line.lstrip().startswith("|"):
-            continue
-        nxt = lines[i + 1] if i + 1 < len(lines) else ""
-        if separator_row("|" + nxt.strip().removeprefix("|")):  # its leading pipe may be left out
-            continue  # a header row
-        cells = [normalize(c) for c in table_cells(line)]
-        cells = [c for c in cells if c and not re.fullmatch(r"[-: ]+", c)]
+    for line, cells in _read_raw(raw)[1]:
         if (
             len(cells) >= 2
             and all(c in norm_sentence for c in cells)
             and sum(map(len, cells)) >= 0.3 * len(norm_sentence)
         ):
-            return line.strip()
+            return line
     return None
 
 
@@ -109,10 +127,9 @@ def record_support(norm_sentence: str, raw: str) -> str | None:
     """The raw record (a log entry, a block of ``Key: value`` lines, a diff's change) a finding
     quotes as "Key: value; Key: value", as the compressor reads it (``text.structured_records``),
     or None. Like a table row: every line of it in the finding, making up 30 % of it or more."""
-    for record in structured_records(raw.splitlines()):
-        fields = [normalize(line) for line in record.lines]
+    for text, fields in _read_raw(raw)[2]:
         if all(f in norm_sentence for f in fields) and sum(map(len, fields)) >= 0.3 * len(norm_sentence):
-            return record.text
+            return text
     return None
 
 

@@ -8,9 +8,9 @@ a close (checkpoint) costs 20-40 ms, which used to be paid by every lineage stat
 
 * Each process holds at most one connection per database file (:class:`_Lease`), shared by
   every :class:`LineageStore` on that file and opened on first use.
-* It stays open only inside a :meth:`LineageStore.session`: a pipeline stage, a Dagster op, a
-  ``launcher.run_job`` run. Outside one, a call connects and closes as before, so the file is
-  free again as soon as the call returns.
+* It stays open only inside a :meth:`LineageStore.session`: a ``pipeline.run_research`` run, a
+  Dagster op, a ``launcher.run_job`` run. Outside one, a call connects and closes as before, so
+  the file is free again as soon as the call returns.
 * Inside a session it is let go after the current statement when another process waits for
   the file, when idle for ``LINGER_S`` (a long model call), after ``MAX_HOLD_S`` open, and at
   the session's end, so no process is shut out for long.
@@ -18,22 +18,35 @@ a close (checkpoint) costs 20-40 ms, which used to be paid by every lineage stat
   waiter holds a shared flock on ``<db>.wait`` so the holder sees it and lets go. A process
   outside this protocol (the duckdb CLI) gets the file in the gaps, with the usual connect
   retries. Without POSIX locks (Windows) every call opens a short connection, as before.
+* Inside a session the rows of the frequent calls (LLM calls, tool calls, their summaries and
+  caches: :meth:`LineageStore._queued`) are queued in memory and written by the lease's thread
+  (within ``_POLL_S``), so the statements overlap the research's own work and its waits on
+  models and pages instead of following them (DuckDB lets go of the GIL while it executes); a
+  read of a table with queued rows, any other write, the end of the session and letting the
+  connection go write them first, in order. A queued row is on disk at the same moments it was
+  when written at once: the next commit, below.
 * Inside a session the statements share one transaction, committed after ``COMMIT_EVERY_S``,
   at the first pause of ``COMMIT_IDLE_S`` (by the lease's thread, while the research waits on a
   model or a page) and always before the connection is let go: no other process can read the
   file in between, and this process reads its own writes. Each store method is atomic: if one
   fails, the transaction is rolled back and the earlier methods' writes are committed again
-  without it. A process killed outright (SIGKILL) loses at most the last ``COMMIT_EVERY_S``
-  of rows; the raw files, always written before their rows, stay on disk.
-* Lineage in Postgres (a team deployment, :mod:`.lineage_postgres`): none of the above; each
-  process shares one DuckDB connection with the database attached, every statement commits.
+  without it (a queued one's error is raised by the process's next lineage call). A process
+  killed outright (SIGKILL) loses at most the last ``COMMIT_EVERY_S`` of rows; the raw files,
+  always written before their rows, stay on disk.
+* Lineage in Postgres (a team deployment, :mod:`.lineage_postgres`): the same queue and grouped
+  transactions (:class:`_PostgresLease`) on the process's one connection to the database, which
+  is never let go for other processes (Postgres serialises writers itself); outside a session
+  every statement commits.
 """
 
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import json
 import os
+import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -44,10 +57,17 @@ from typing import Any, ClassVar
 
 import duckdb
 
-from ..errors import redact, storage_failure
+from ..errors import ConfigError, redact, storage_failure
 from ..models import PlanStep, ResearchPlan, SummaryRecord, ToolCallRecord
 from .lineage_postgres import PostgresLineage, is_postgres_url
 from .schema import migrate
+
+# DuckDB's Python client looks pandas up for every bound parameter and, where pandas is not
+# installed, runs the whole import search again each time (twice per parameter, ~40 µs each: a
+# tenth of a lineage statement). Python's own marker for a module known to be absent (None in
+# sys.modules) makes that lookup fail at once; where pandas is installed nothing changes.
+if importlib.util.find_spec("pandas") is None:
+    sys.modules.setdefault("pandas", None)  # type: ignore[arg-type]
 
 try:
     import fcntl
@@ -107,8 +127,6 @@ def lineage_target(path: str | Path) -> str | Path:
 
         url = load_settings().lineage_postgres
         if not url:
-            from ..errors import ConfigError
-
             raise ConfigError("the lineage database is configured as Postgres but DEEPRESEARCH_LINEAGE_URL is not set")
         return url
     return path
@@ -154,6 +172,28 @@ def path_connect(path: str | Path) -> Connect:
     return connect
 
 
+_WRITTEN = re.compile(r"^\s*(?:INSERT(?:\s+OR\s+\w+)?\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)", re.IGNORECASE)
+
+
+class _Unit:
+    """The statements of one store method, queued inside a session (:meth:`_Lease.defer`), and
+    the tables they write (``*``: one the pattern does not name, which any read waits for)."""
+
+    __slots__ = ("statements", "tables")
+
+    def __init__(self) -> None:
+        self.statements: list[tuple[str, list[Any]]] = []
+        self.tables: set[str] = set()
+
+    def execute(self, sql: str, parameters: Any = None) -> None:
+        self.statements.append((sql, list(parameters or [])))
+        match = _WRITTEN.match(sql)
+        self.tables.add(match.group(1).lower() if match else "*")
+
+    def writes(self, tables: frozenset[str]) -> bool:
+        return "*" in self.tables or not self.tables.isdisjoint(tables)
+
+
 class _Journaled:
     """The shared connection inside a grouped transaction: keeps the writes of the open
     transaction so that a unit of work that fails can be undone alone (:meth:`_Lease.use`)."""
@@ -180,9 +220,19 @@ class _Lease:
     _all: ClassVar[dict[tuple[int, str], _Lease]] = {}
     _all_lock: ClassVar[threading.Lock] = threading.Lock()
 
+    # Whether the connection is let go when another process waits, when idle and after
+    # MAX_HOLD_S (a file admits one process at a time; a Postgres server does not need it).
+    lets_go = True
+
     def __init__(self, path: str) -> None:
+        self._init_state(path, threading.RLock())
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock_file = open(f"{path}.lock", "a+b")  # noqa: SIM115 - held for the process
+        self._wait_file = open(f"{path}.wait", "a+b")  # noqa: SIM115
+
+    def _init_state(self, path: str, lock: threading.RLock) -> None:
         self.path = path
-        self.lock = threading.RLock()
+        self.lock = lock
         self.conn: duckdb.DuckDBPyConnection | None = None
         self.in_use = 0
         self.sessions = 0
@@ -192,10 +242,14 @@ class _Lease:
         self.txn_open = False  # a grouped transaction (inside a session)
         self.txn_started = 0.0
         self.journal: list[tuple[str, list[Any]]] = []
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._lock_file = open(f"{path}.lock", "a+b")  # noqa: SIM115 - held for the process
-        self._wait_file = open(f"{path}.wait", "a+b")  # noqa: SIM115
+        # Units queued inside a session (defer), and the error of a unit the lease's thread could
+        # not write (raised at this process's next lineage call).
+        self.queue: list[_Unit] = []
+        self.queue_lock = threading.Lock()
+        self.failure: BaseException | None = None
+        self.retry_at = 0.0  # the lease's thread tries queued units again from then
         self._reaper: threading.Thread | None = None
+        self._reaper_lock = threading.Lock()
 
     @classmethod
     def get(cls, path: str) -> _Lease:
@@ -207,11 +261,15 @@ class _Lease:
             return lease
 
     @contextmanager
-    def use(self, grouped: bool = True) -> Iterator[Any]:
+    def use(self, grouped: bool = True, reads: frozenset[str] | None = None) -> Iterator[Any]:
         """The connection for one unit of work (one store method). Inside a session the unit
         joins the grouped transaction and is atomic: if it fails, the transaction is rolled
-        back and the earlier units' writes are replayed and committed without it."""
+        back and the earlier units' writes are replayed and committed without it. Queued units
+        are written first: all of them, or for a read of the tables ``reads`` only those up to
+        the last one that writes one of them (the order of the writes is kept)."""
         with self.lock:
+            self._raise_failure()
+            self._flush(reads)
             if self.conn is None:
                 self._open()
             assert self.conn is not None
@@ -225,9 +283,10 @@ class _Lease:
             self.in_use += 1
             try:
                 yield _Journaled(self.conn, self.journal) if self.txn_open else self.conn
-            except BaseException:
+            except BaseException as exc:
                 if self.txn_open:
                     self._undo(mark)
+                self._lost(exc)
                 raise
             finally:
                 self.in_use -= 1
@@ -237,6 +296,90 @@ class _Lease:
                         self._close()
                     elif self.txn_open and self.last_used - self.txn_started >= COMMIT_EVERY_S:
                         self._commit()
+
+    def defer(self, unit: _Unit) -> None:
+        """Queue a unit of writes (inside a session): the lease's thread writes it within
+        ``_POLL_S``, or the next statement that needs it does first. Takes no connection lock, so
+        the research never waits here for a write in progress."""
+        self._raise_failure()
+        with self.queue_lock:
+            self.queue.append(unit)
+            self.last_used = time.monotonic()
+        self._start_reaper()
+
+    def _flush(self, reads: frozenset[str] | None = None, again: bool = True) -> None:
+        """Write queued units (all, or up to the last that writes one of ``reads``) into the
+        grouped transaction; the caller holds ``self.lock``. A unit that fails is undone alone
+        (as in :meth:`use`), the ones after it stay queued, and its error is raised. Where the
+        server went away (Postgres), everything not committed is queued again and written once
+        more on a new connection (``again``)."""
+        with self.queue_lock:
+            if reads is None:
+                n = len(self.queue)
+            else:
+                n = max((i + 1 for i, u in enumerate(self.queue) if u.writes(reads)), default=0)
+            units, self.queue[:n] = self.queue[:n], []
+        if not units:
+            return
+        try:
+            self._begin()
+        except BaseException as exc:
+            with self.queue_lock:
+                self.queue[:0] = units  # nothing written: all of them wait
+            self._lost(exc)  # Postgres: the transaction's earlier units go back before them
+            if self._gone(exc) and again:
+                return self._flush(reads, again=False)  # once, on a new connection
+            raise
+        for i, unit in enumerate(units):
+            mark = len(self.journal)
+            try:
+                self._write_unit(unit)
+            except BaseException as exc:
+                if self._gone(exc):
+                    with self.queue_lock:
+                        self.queue[:0] = units[i:]  # this unit and the rest
+                    self._lost(exc)  # the transaction's earlier units go back before them
+                    if again:
+                        return self._flush(reads, again=False)
+                    raise
+                with self.queue_lock:
+                    self.queue[:0] = units[i + 1 :]
+                self._undo(mark)
+                raise
+        return None
+
+    def _begin(self) -> None:
+        """The open connection inside the grouped transaction."""
+        if self.conn is None:
+            self._open()
+        assert self.conn is not None
+        if not self.txn_open:
+            self.conn.execute("BEGIN")
+            self.txn_open, self.txn_started = True, time.monotonic()
+            self.journal.clear()
+
+    def _write_unit(self, unit: _Unit) -> None:
+        assert self.conn is not None
+        conn = _Journaled(self.conn, self.journal)
+        for sql, params in unit.statements:
+            conn.execute(sql, params)
+
+    def _lost(self, exc: BaseException) -> None:
+        """A statement failed: where the server went away (Postgres), the open transaction's
+        units go back to the front of the queue and the next statement connects again."""
+
+    def _transient(self, exc: BaseException) -> bool:
+        """A failure the lease's thread retries (the units stay queued) instead of reporting."""
+        return False
+
+    def _gone(self, exc: BaseException) -> bool:
+        """The server went away (Postgres; a file does not): nothing uncommitted is lost."""
+        return False
+
+    def _raise_failure(self) -> None:
+        if self.failure is not None:
+            failure, self.failure = self.failure, None
+            raise failure
 
     def _commit(self) -> None:
         if not self.txn_open or self.conn is None:
@@ -269,15 +412,17 @@ class _Lease:
 
     @contextmanager
     def session(self) -> Iterator[None]:
-        with self.lock:
+        with self.queue_lock:  # not self.lock: the lease's thread may be writing or closing
             self.sessions += 1
         try:
             yield
         finally:
             with self.lock:
-                self.sessions -= 1
+                with self.queue_lock:
+                    self.sessions -= 1
                 if self.sessions == 0 and self.in_use == 0:
                     self._close()
+                    self._raise_failure()
 
     def _open(self) -> None:
         if self.yield_next:
@@ -291,9 +436,14 @@ class _Lease:
             raise
         self.opens += 1
         self.opened_at = self.last_used = time.monotonic()
-        if self.sessions and (self._reaper is None or not self._reaper.is_alive()):
-            self._reaper = threading.Thread(target=self._reap, name="lineage-lease", daemon=True)
-            self._reaper.start()
+        if self.sessions:
+            self._start_reaper()
+
+    def _start_reaper(self) -> None:
+        with self._reaper_lock:
+            if self._reaper is None or not self._reaper.is_alive():
+                self._reaper = threading.Thread(target=self._reap, name="lineage-lease", daemon=True)
+                self._reaper.start()
 
     def _lock_exclusive(self) -> None:
         try:
@@ -326,12 +476,12 @@ class _Lease:
         return False
 
     def _close(self) -> None:
-        if self.conn is None:
-            return
         try:
+            self._flush()
             self._commit()
         finally:
-            self._disconnect()
+            if self.conn is not None:
+                self._disconnect()
 
     def _disconnect(self) -> None:
         assert self.conn is not None
@@ -345,31 +495,54 @@ class _Lease:
             self.yield_next = True
 
     def _reap(self) -> None:
-        """Close the idle connection inside a session (see LINGER_S / MAX_HOLD_S)."""
+        """Write the queued units while the process waits, commit, and close the idle
+        connection inside a session (see COMMIT_IDLE_S, LINGER_S, MAX_HOLD_S)."""
         while True:
             time.sleep(_POLL_S)
             if not self.lock.acquire(blocking=False):
                 continue  # a statement is running
             try:
-                if self.conn is None:
-                    return
                 if self.in_use:
                     continue
                 now = time.monotonic()
-                if (
-                    self.sessions == 0
-                    or now - self.last_used >= LINGER_S
-                    or now - self.opened_at >= MAX_HOLD_S
-                    or self._others_waiting()
+                if self.queue and now >= self.retry_at:
+                    try:
+                        self._flush()
+                    except Exception as exc:
+                        if self._transient(exc):  # the server is away: the units stay queued
+                            self.retry_at = now + 0.5
+                        else:  # raised by this process's next lineage call
+                            self.failure = self.failure or exc
+                        continue
+                if self.conn is None:
+                    if self._retire():
+                        return
+                    continue
+                if self.sessions == 0 or (
+                    self.lets_go
+                    and (
+                        now - self.last_used >= LINGER_S or now - self.opened_at >= MAX_HOLD_S or self._others_waiting()
+                    )
                 ):
                     self._close()
-                    return
-                if self.txn_open and now - self.last_used >= COMMIT_IDLE_S:
+                    if self._retire():
+                        return
+                if self.txn_open and (
+                    now - self.last_used >= COMMIT_IDLE_S or now - self.txn_started >= COMMIT_EVERY_S
+                ):
                     self._commit()  # while the research waits: off its critical path
             except Exception:  # the next statement reports a broken connection
                 continue
             finally:
                 self.lock.release()
+
+    def _retire(self) -> bool:
+        """The lease's thread ends when nothing is queued (a unit queued meanwhile starts a new one)."""
+        with self._reaper_lock:
+            if self.queue:
+                return False
+            self._reaper = None
+            return True
 
     @classmethod
     def close_all(cls) -> None:
@@ -380,6 +553,69 @@ class _Lease:
 
 
 atexit.register(_Lease.close_all)
+
+
+class _PostgresLease(_Lease):
+    """Lineage in Postgres (a team deployment): the same queue and grouped transactions as a
+    file (a stage's rows committed together at its pauses, not one commit per statement), on
+    the process's one connection to the database (:class:`.lineage_postgres.PostgresLineage`,
+    whose lock is this lease's), which is never let go: Postgres serialises writers itself."""
+
+    lets_go = False
+
+    def __init__(self, target: PostgresLineage) -> None:
+        self._init_state(target.url, target.lock)
+        self.target = target
+
+    @classmethod
+    def of(cls, target: PostgresLineage) -> _PostgresLease:
+        key = (os.getpid(), f"postgres:{id(target)}")
+        with cls._all_lock:
+            lease = cls._all.get(key)
+            if not isinstance(lease, _PostgresLease) or lease.target is not target:
+                lease = cls._all[key] = cls(target)
+            return lease
+
+    def _open(self) -> None:
+        self.conn = self.target.connection()
+        self.opens += 1
+        self.opened_at = self.last_used = time.monotonic()
+        if self.sessions:
+            self._start_reaper()
+
+    def _disconnect(self) -> None:
+        self.conn, self.txn_open = None, False  # the process's connection stays open
+
+    def _others_waiting(self) -> bool:
+        return False
+
+    def _undo(self, mark: int) -> None:
+        keep = self.journal[:mark]
+        try:
+            super()._undo(mark)
+        except (duckdb.ConnectionException, duckdb.IOException) as exc:  # they wait for the next connection
+            self.journal[:] = keep
+            self._lost(exc)
+
+    def _gone(self, exc: BaseException) -> bool:
+        # The extension says "Unable to connect" (IOException) when a commit finds the server gone.
+        return isinstance(exc, duckdb.ConnectionException | duckdb.IOException)
+
+    def _lost(self, exc: BaseException) -> None:
+        if not self._gone(exc):
+            return
+        if self.journal:
+            unit = _Unit()
+            for sql, params in self.journal:
+                unit.execute(sql, params)
+            with self.queue_lock:
+                self.queue.insert(0, unit)
+        self.journal.clear()
+        self.target.close()  # a restarted server: the next statement connects again
+        self.conn, self.txn_open = None, False
+
+    def _transient(self, exc: BaseException) -> bool:
+        return self._gone(exc) or isinstance(exc, ConfigError)
 
 
 def _insert_rows(conn: duckdb.DuckDBPyConnection, sql: str, rows: list[list[Any]]) -> None:
@@ -412,6 +648,8 @@ class LineageStore:
         # A connection shared by the process (lineage in Postgres) migrates as it connects.
         self._shared = bool(getattr(connect, "shared", False))
         if self._shared:
+            if isinstance(connect, PostgresLineage):
+                self._lease = _PostgresLease.of(connect)
             return
         if database is None or database not in self._migrated:
             with self._connect(grouped=False) as conn:
@@ -429,9 +667,10 @@ class LineageStore:
         return cls(None, str(Path(target).resolve()))
 
     @contextmanager
-    def _connect(self, grouped: bool = True) -> Iterator[Any]:
+    def _connect(self, grouped: bool = True, reads: frozenset[str] | None = None) -> Iterator[Any]:
+        """``reads``: the tables a query reads, when it needs only their queued rows written first."""
         if self._lease is not None:
-            with self._lease.use(grouped) as conn:
+            with self._lease.use(grouped, reads) as conn:
                 yield conn
             return
         if self._held is not None:
@@ -485,9 +724,24 @@ class LineageStore:
         with self._connect() as conn:
             conn.execute(sql, params or [])
 
-    def query(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
-        """Escape hatch for core/store, tests and benchmarks; everything else calls a named method."""
-        with self._connect() as conn:
+    def _queued(self, sql: str, params: list[Any]) -> None:
+        """The write of a frequent call (an LLM call, a tool call, their summaries and caches):
+        queued inside a session, written by the lease's thread while the research waits (module
+        docstring); at once outside a session."""
+        lease = self._lease
+        if lease is not None and lease.sessions:
+            unit = _Unit()
+            unit.execute(sql, params)
+            lease.defer(unit)
+            return
+        self._exec(sql, params)
+
+    def query(
+        self, sql: str, params: list[Any] | None = None, reads: frozenset[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Escape hatch for core/store, tests and benchmarks; everything else calls a named method.
+        ``reads``: the tables the query reads (queued rows of other tables may wait)."""
+        with self._connect(reads=reads) as conn:
             cur = conn.execute(sql, params or [])
             cols = [d[0] for d in cur.description]
             return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
@@ -562,7 +816,7 @@ class LineageStore:
             conn.execute("DELETE FROM context_messages WHERE partition_key = ?", [partition_key])
 
     def record_tool_call(self, partition_key: str, run_id: str, rec: ToolCallRecord) -> None:
-        self._exec(
+        self._queued(
             "INSERT OR REPLACE INTO tool_calls (partition_key, call_id, run_id, step_id, seq, tool, "
             "arguments, artifact_file, artifact_path, bytes, sha256, raw_tokens, latency_ms, status, "
             "error, source, cached, tainted, suspected_injection) "
@@ -593,7 +847,7 @@ class LineageStore:
     def put_tool_cache(
         self, key: str, rec: ToolCallRecord, kind: str, arguments: dict[str, Any], links: list[str] | None = None
     ) -> None:
-        self._exec(
+        self._queued(
             "INSERT OR REPLACE INTO tool_cache (cache_key, tool, arguments, artifact_path, sha256, kind, source, "
             "source_title, links) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
@@ -616,6 +870,7 @@ class LineageStore:
             "SELECT artifact_path, sha256, kind, source, source_title, links FROM tool_cache WHERE cache_key = ? "
             "AND created_at >= current_timestamp - to_seconds(?)",
             [cache_key, float(ttl_s)],
+            reads=frozenset({"tool_cache"}),
         )
         return rows[0] if rows else None
 
@@ -632,7 +887,7 @@ class LineageStore:
         return int(self.query("SELECT count(*) AS n FROM tool_calls WHERE partition_key = ?", [partition_key])[0]["n"])
 
     def record_tool_summary(self, partition_key: str, summary: SummaryRecord) -> None:
-        self._exec(
+        self._queued(
             "UPDATE tool_calls SET is_useful = ?, injected_tokens = ?, compression_key = ? "
             "WHERE partition_key = ? AND call_id = ?",
             [summary.result.is_useful, summary.injected_tokens, summary.cache_key, partition_key, summary.call_id],
@@ -709,7 +964,7 @@ class LineageStore:
         prompt_tps: float | None = None,
         gen_tps: float | None = None,
     ) -> None:
-        self._exec(
+        self._queued(
             "INSERT INTO llm_calls (partition_key, run_id, role, model, attempt, status, error, prompt_tokens, "
             "completion_tokens, latency_ms, artifact, wait_s, cached_tokens, prompt_tps, gen_tps) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -768,6 +1023,7 @@ class LineageStore:
             f"SELECT status, error FROM llm_calls WHERE partition_key = ? AND role = ? AND run_id IN ({marks}) "
             "AND status IN ('ok', 'fallback') ORDER BY id DESC LIMIT ?",
             [partition_key, role, *run_ids, limit],
+            reads=frozenset({"llm_calls"}),
         )
 
     def stage_run_ids(self, partition_key: str, table: str) -> list[str]:
@@ -781,7 +1037,9 @@ class LineageStore:
     def get_compression(self, cache_key: str) -> tuple[dict[str, Any], bool, dict[str, int]] | None:
         """The cached result, whether it is the fallback's, and its grounding counts."""
         rows = self.query(
-            "SELECT result, fallback, grounded, dropped FROM compressions WHERE cache_key = ?", [cache_key]
+            "SELECT result, fallback, grounded, dropped FROM compressions WHERE cache_key = ?",
+            [cache_key],
+            reads=frozenset({"compressions"}),
         )
         if not rows:
             return None
@@ -800,7 +1058,7 @@ class LineageStore:
         grounding: dict[str, int] | None = None,
     ) -> None:
         grounding = grounding or {}
-        self._exec(
+        self._queued(
             "INSERT OR REPLACE INTO compressions (cache_key, raw_sha256, compressor_model, prompt_version, "
             "result, fallback, grounded, dropped) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [

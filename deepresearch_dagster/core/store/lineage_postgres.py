@@ -3,8 +3,8 @@ read and written through DuckDB's ``postgres`` extension (``ATTACH … (TYPE pos
 store's queries, the views and ``audit``/``metrics`` stay DuckDB SQL on both backends.
 
 Why the postgres extension (not DuckLake): the team runs Postgres already (Dagster's instance),
-every statement commits in Postgres at once (a tool call's row survives a kill of the writer),
-and Postgres serialises concurrent writers itself; DuckLake has no primary keys nor
+the rows commit in Postgres at the research's pauses as they do in a file (a tool call's row
+survives a kill of the writer), and Postgres serialises concurrent writers itself; DuckLake has no primary keys nor
 ``INSERT OR REPLACE``, which the schema relies on.
 
 The extension is loaded from the ``duckdb-extension-postgres-scanner`` package (the ``team``
@@ -12,8 +12,10 @@ extra, built for the DuckDB version pinned beside it), never downloaded: automat
 loading of extensions are off on these connections.
 
 Each process holds one DuckDB connection per lineage URL (the temporary views and macro that
-:mod:`.schema` creates belong to a connection), shared by its threads under a lock; statements
-outside a transaction commit one by one.
+:mod:`.schema` creates belong to a connection), shared by its threads under a lock. Inside a
+lineage session the rows are grouped as for a DuckDB file (``lineage._PostgresLease``): queued,
+written by the session's thread and committed together at the research's pauses (a tool call's
+row is committed while its compression waits for the model); outside one every statement commits.
 """
 
 from __future__ import annotations
@@ -115,6 +117,15 @@ class PostgresLineage:
     @contextmanager
     def __call__(self) -> Iterator[duckdb.DuckDBPyConnection]:
         with self.lock:
+            try:
+                yield self.connection()
+            except duckdb.ConnectionException:
+                self.close()  # a restarted server: the next statement connects again
+                raise
+
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        """The open connection (opened and migrated on first use); the caller holds ``lock``."""
+        with self.lock:
             if self.conn is None:
                 conn = open_connection(self.url)
                 try:
@@ -123,11 +134,7 @@ class PostgresLineage:
                     conn.close()
                     raise
                 self.conn = conn
-            try:
-                yield self.conn
-            except duckdb.ConnectionException:
-                self.close()  # a restarted server: the next statement connects again
-                raise
+            return self.conn
 
     def close(self) -> None:
         with self.lock:

@@ -110,3 +110,56 @@ def test_another_process_gets_the_file_while_a_session_holds_it(tmp_path):
     with duckdb.connect(str(path), read_only=True) as conn:
         rows = dict(conn.execute("SELECT partition_key, count(*) FROM llm_calls GROUP BY ALL").fetchall())
     assert rows == {"k": mine, "other": 1}
+
+
+def test_queued_rows_are_read_back_in_order_and_a_failing_one_is_undone_alone(tmp_path):
+    path = tmp_path / "lineage.duckdb"
+    store = LineageStore.at(path)
+    with store.session():
+        for status in ("ok", "fallback", "ok"):
+            store.record_llm_call("k", "r1", "compressor", "m", 1, status, 1, 1, 1.0, None, "invalid: x")
+        # A read of the table waits for its queued rows (this process reads its own writes).
+        assert [r["status"] for r in store.role_outcomes("k", ["r1"], "compressor")] == ["ok", "fallback", "ok"]
+        store._queued("INSERT INTO no_such_table VALUES (?)", [1])  # a unit that cannot be written
+        with pytest.raises(duckdb.Error):
+            store.query("SELECT id FROM llm_calls")  # a read of any table: every queued unit first
+        _llm_call(store)  # the session goes on; the rows before the failed unit are kept
+        assert len(store.query("SELECT id FROM llm_calls")) == 4
+    assert _llm_rows(path) == 4
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_tool_call_row_queued_before_a_model_wait_survives_a_kill(tmp_path):
+    assert_survives_a_kill(str(tmp_path / "lineage.duckdb"))
+
+
+def assert_survives_a_kill(target: str) -> None:
+    """A process records a tool call inside a session, then waits (its compression's model call)
+    and is killed: the row is in the lineage database (the rule the queue keeps). Shared with the
+    Postgres test (tests/test_team_deployment.py)."""
+    import signal
+
+    script = textwrap.dedent(
+        f"""
+        import time
+        from deepresearch_dagster.core.models import ToolCallRecord
+        from deepresearch_dagster.core.store.lineage import LineageStore
+        store = LineageStore.at({target!r})
+        store.register_request("k", "A question?", {{}})
+        with store.session():
+            record = ToolCallRecord(call_id="1.1", step_id="1", step_title="t", step_description="d", seq=1,
+                                    tool="web_search", arguments={{"query": "q"}}, artifact_file="a.json",
+                                    artifact_path="p/a.json", bytes=2, sha256="0" * 64, raw_tokens=1)
+            store.record_tool_call("k", "r1", record)
+            print("recorded", flush=True)
+            time.sleep(60)  # the model call
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "recorded"
+        time.sleep(0.3)  # the research waits: the lease's thread writes and commits meanwhile
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert LineageStore.at(target).tool_call_ids("k") == {"1.1"}
