@@ -210,8 +210,6 @@ OTHER_HOST = """
 import sys
 from pathlib import Path
 from deepresearch_dagster.core.store.partition_lock import PartitionBusy, partition_lock
-from tests.core.store import test_lineage_connections as store_connections
-from tests.core.store import test_lineage_queries as store_queries
 url, folder = sys.argv[1:]
 try:
     with partition_lock(Path(folder), "shared-question", "run-b", postgres_url=url):
@@ -416,6 +414,20 @@ def test_a_session_s_queued_rows_go_through_a_postgres_restart(pg):
         pg.restart()  # the session's connection ends with the server
         lineage.record_llm_call("k", "r1", "critic", "m", 1, "ok", 1, 1, 1.0, None)
     assert _query(url, "SELECT count(*) FROM deepresearch.llm_calls")[0][0] == 4
+
+
+def test_a_lost_lineage_connection_s_error_does_not_quote_the_password(pg):
+    # What the extension raises on a statement while the server is away (measured with DuckDB 1.5.5).
+    import duckdb
+
+    from deepresearch_dagster.core.store import lineage_postgres
+
+    url = pg.new_database("lineage_lost")
+    target = lineage_postgres.PostgresLineage(url)
+    with pytest.raises(duckdb.IOException) as caught, target():
+        raise duckdb.IOException(f'IO Error: Unable to connect to Postgres at "{url}": Connection refused')
+    assert pg.password not in str(caught.value) and "Unable to connect" in str(caught.value)
+    target.close()
 
 
 def test_an_unreachable_lineage_database_is_one_line_naming_it(monkeypatch, capsys):

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 import duckdb
 
-from ..errors import ConfigError, redact
+from ..errors import ConfigError, redact, redact_exception_chain
 from .schema import ALIAS, SCHEMA, migrate, migrate_postgres, postgres_execute
 
 FIX = "start it, or fix DEEPRESEARCH_LINEAGE_URL (or lineage_url in the config file)"
@@ -119,8 +119,11 @@ class PostgresLineage:
         with self.lock:
             try:
                 yield self.connection()
-            except duckdb.ConnectionException:
-                self.close()  # a restarted server: the next statement connects again
+            except duckdb.Error as exc:
+                # The extension's "Unable to connect to Postgres at <url>" quotes the password.
+                redact_exception_chain(exc)
+                if isinstance(exc, duckdb.ConnectionException):
+                    self.close()  # a restarted server: the next statement connects again
                 raise
 
     def connection(self) -> duckdb.DuckDBPyConnection:
