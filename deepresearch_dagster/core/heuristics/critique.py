@@ -76,6 +76,7 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
 # An unfollowed bridge caps the sufficiency below the default threshold (7).
 BRIDGE_SUFFICIENCY = 5
 MAX_BRIDGES = 2
+POOLED = 6  # candidate bridges searched together
 
 
 def _same(a: str, b: str) -> bool:
@@ -204,7 +205,14 @@ def bridges(question: str, memory: list[dict[str, Any]]) -> list[tuple[str, str,
         beyond = {
             n: [x for x in sentences if x[1] != source and set(content_terms(n)) <= about[x[1]]] for n in candidates
         }
-        unfollowed = [(n, source, f"{n} {query}".strip()) for n in candidates if not beyond[n]][:MAX_BRIDGES]
+        open_ = [n for n in candidates if not beyond[n]]
+        # The nearest name alone, then all of them in one query: the nearest is often not the bridge
+        # ("historical figures of X" beside "based on the story of Y"), and term weighting over the
+        # corpus ranks first the page of whichever name also states the question's unmatched words.
+        unfollowed = [(n, source, f"{n} {query}".strip()) for n in open_[:1]]
+        if pool := open_[1 : POOLED + 1]:
+            once = dict.fromkeys(f"{' '.join(pool)} {query}".split())  # each word once
+            unfollowed.append((", ".join(pool), source, " ".join(once)))
         if not beyond[candidates[0]]:
             return unfollowed
         # The nearest name's own page was read: it is the next hop (the others, if it leads nowhere).
