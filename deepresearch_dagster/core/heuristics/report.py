@@ -693,11 +693,6 @@ def _corroborated_list(markdown: str) -> str:
     return markdown[:at] + block + after[match.end() :]
 
 
-def extractive_report(payload: dict[str, Any]) -> str:
-    """The whole report body without a model (used when the reporter model fails)."""
-    return "\n\n".join(f"## {h}\n\n{extractive_section(h, payload)}" for h in REPORT_SECTIONS)
-
-
 def rewrite_from_source(sentence: str, entries: list[dict[str, Any]]) -> str:
     """The extractive rewrite of a sentence its source does not state as written: the sentence of
     that source's summary or extraction that shares most of its words (half of them at least),
