@@ -416,8 +416,9 @@ def content_query(*texts: str) -> str:
     return " ".join(kept)
 
 
-def _named(text: str) -> list[str]:
-    """The names of ``text`` that make a search of their own (no word twice, more than 3 letters)."""
+def searchable_names(text: str) -> list[str]:
+    """The names of ``text`` that make a search of their own (no word twice, more than 3 letters:
+    "UK" is too short to search alone)."""
     return [" ".join(dict.fromkeys(n.split())) for n in names(text) if len(re.sub(r"\W", "", n)) > 3]
 
 
@@ -436,13 +437,13 @@ def _question_plan(question: str, max_steps: int, title: str | None = None) -> d
             (
                 f"Background: {topic}",
                 f"Find background on {topic}. Search the corpus for '{topic}' and read the most relevant documents.",
-                list(dict.fromkeys([topic, *_named(question)[:2]])),
+                list(dict.fromkeys([topic, *searchable_names(question)[:2]])),
             )
         )
     for clause in clauses[: max(1, max_steps - len(steps) - account)]:
         # The part's content with the question's topic (its own words alone search every subject of
         # the corpus), and each name it mentions alone (a name's own page is often the first hop).
-        queries = list(dict.fromkeys([content_query(clause, topic) or topic, *_named(clause)]))[:3]
+        queries = list(dict.fromkeys([content_query(clause, topic) or topic, *searchable_names(clause)]))[:3]
         steps.append(
             (
                 cap_words(sentence_case(clause), 14),
