@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from deepresearch_dagster.core.heuristics.answer_types import answered
 from deepresearch_dagster.core.heuristics.critique import critique_heuristically
-from deepresearch_dagster.core.heuristics.report import extractive_report, extractive_section
+from deepresearch_dagster.core.heuristics.report import REPORT_SECTIONS, extractive_section
 
 NORMANS = (
     "The Norman conquest of England in 1066 was led by their duke, William the Conqueror, and it changed the "
@@ -47,7 +47,8 @@ def _report(question: str, plan: dict, memory: list[dict]) -> str:
     verdict = critique_heuristically({"question": question, "plan": plan, "memory": memory})
     sources = [{**m, "n": i + 1} for i, m in enumerate(memory)]
     rounds = [{"round": 1, "verdict": verdict, "decision": "insufficient"}]
-    return extractive_report({"question": question, "plan": plan, "sources": sources, "critic_rounds": rounds})
+    payload = {"question": question, "plan": plan, "sources": sources, "critic_rounds": rounds}
+    return "\n\n".join(f"## {h}\n\n{extractive_section(h, payload)}" for h in REPORT_SECTIONS)
 
 
 def _plan(*titles: str) -> dict:

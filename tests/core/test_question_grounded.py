@@ -127,11 +127,29 @@ def test_the_bridge_is_the_new_name_nearest_the_questions_words():
         ("Chloë Leland.txt", "Chloë Leland is a writer and director. She is the daughter of director David Leland."),
     )
     found = bridges(LELAND_QUESTION, memory)
-    assert [name for name, _, _ in found] == ["Maximum Overdrive", "Domestic Disturbance"]
+    assert found[0][0] == "Maximum Overdrive"
     _, source, query = found[0]
     assert source == "Leland, North Carolina.txt"
     # The name, and the question's words the first hop did not match ("directed", "film").
     assert query == "Maximum Overdrive directed film"
+    # The other new names in one query, each word once: the corpus's term weights pick among them.
+    others, _, pooled = found[1]
+    assert others.startswith("Domestic Disturbance, We're the Millers")
+    assert pooled.startswith("Domestic Disturbance We're the Millers") and pooled.endswith("directed film")
+    assert len(pooled.split()) == len(set(pooled.split()))
+
+
+def test_a_bridge_named_farther_from_the_questions_words_is_searched_with_the_others():
+    # The question's own words sit beside the wrong names ("historical figures"); the bridge's
+    # sentence words its relation otherwise ("draws on the life of").
+    page = (
+        "Quillmoor is a novel by the writer Tamsin Yarrow. It draws on the life of a ferryman, Odo Perrick. "
+        "The historical figures Lise Varga and Henrik Sollet appear in the novel as characters."
+    )
+    question = "To which country was the historical figure used as the basis of the novel Quillmoor transported?"
+    found = bridges(question, _memory(("Quillmoor.txt", page)))
+    assert found[0][0] == "Lise Varga"
+    assert "Odo Perrick" in found[1][2]
 
 
 def test_a_followed_bridge_leads_to_the_next_hop():

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 
 from ..text import MONTH, STOPWORDS, YEAR, content_terms
 from .aspects import aspect_terms
-from .terms import ASPECT_WORDS, INSTRUCTION_WORDS, names
+from .terms import ASPECT_WORDS, names, topic_words
 
 # What a question's words ask for, in the words sources state it ("How tall is X" → "X's height is
 # …", "Why …" → "the causes of …"): searched with the question's content (``stated_as``). Dates,
@@ -163,7 +163,7 @@ def answered(part: str, sentences: Iterable[str]) -> str | None:
     for one specific thing (a date, a figure, a name) is answered by a sentence stating two of its
     topic words (its one) and holding that kind of answer (``answers``); an account ("what are the
     main challenges") by a sentence with a word of its aspect (a problem, a plan), else of its topic."""
-    own = set(content_terms(part)) - INSTRUCTION_WORDS - ASPECT_WORDS - MEASURE_WORDS
+    own = topic_words(part) - ASPECT_WORDS - MEASURE_WORDS
     exact = specific(part)
     about = own if exact else aspect_terms(part) or own
     for sentence in sentences:

@@ -46,7 +46,7 @@ from .answer_types import NUMBER_WORD, answers
 from .aspects import aspect_terms
 from .planning import DOCUMENT_GUIDANCE
 from .sentences import context_dependent, has_fact, is_fragment, looks_english, looks_like_code, named_entities
-from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, LIST_MARKER, cap_words, names
+from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, LIST_MARKER, cap_words, names, topic_words
 
 _NUMBER_WORDS = re.compile(rf"\b{NUMBER_WORD}\b", re.IGNORECASE)
 # The size budget: the whole injected message (JSON keys, title, summary, extraction, artifact
@@ -425,20 +425,15 @@ def _weighted_query(payload: dict[str, Any]) -> tuple[dict[str, float], set[str]
     has words of its own: in a document about the entity they are everywhere and say nothing
     about this step ("challenges" is the step; "solid-state batteries" is every sentence).
     """
-    skip = INSTRUCTION_WORDS
-
-    def terms(text: str) -> set[str]:
-        return {t for t in content_terms(text) if t not in skip}
-
     queries = " ".join(str(q) for q in payload.get("queries") or [])
-    title = terms(payload["step_title"])
+    title = topic_words(payload["step_title"])
     description = str(payload.get("step_description", "")).replace(DOCUMENT_GUIDANCE, "")
-    described = terms(f"{description} {queries}") - title
+    described = topic_words(f"{description} {queries}") - title
     plan_title = payload.get("plan_title", "")
     # The entity without aspect words ("main challenges"), but compounds stay whole ("solid-state").
-    compounds = {t for w in re.findall(r"\w+(?:-\w+)+", plan_title) for t in terms(w.replace("-", " "))}
+    compounds = {t for w in re.findall(r"\w+(?:-\w+)+", plan_title) for t in topic_words(w.replace("-", " "))}
     # Not the deliverable's words either ("Briefing on Acme": "briefing" is no part of Acme).
-    entity = (terms(plan_title) - ASPECT_WORDS) | compounds
+    entity = (topic_words(plan_title) - ASPECT_WORDS) | compounds
     step_topic = title | described
     own = step_topic - entity
     weights: dict[str, float] = {t: 1.0 for t in title} | {t: 0.7 for t in described}
@@ -446,9 +441,9 @@ def _weighted_query(payload: dict[str, Any]) -> tuple[dict[str, float], set[str]
         weights[t] = 0.35 if t in step_topic and own else weights.get(t, 0.4)
     # A step asking for challenges is answered by sentences about problems and costs: generic
     # answer words as an extra query (they never make an output useful on their own).
-    for t in aspect_terms(payload["step_title"]) - skip:
+    for t in aspect_terms(payload["step_title"]) - INSTRUCTION_WORDS:
         weights.setdefault(t, 0.6)
-    for t in aspect_terms(payload.get("step_description", "")) - skip:
+    for t in aspect_terms(payload.get("step_description", "")) - INSTRUCTION_WORDS:
         weights.setdefault(t, 0.3)
     return weights, step_topic, entity
 
@@ -460,7 +455,7 @@ def _scorer(units: list[Unit], weights: dict[str, float], entity: set[str] | Non
     "solid-state batteries" is one match, not three. A unit holding the kind of answer the step
     ``asked`` for (a name it does not give, a date, a figure) scores ``ANSWER_BONUS`` more."""
     entity = entity or set()
-    topic = (set(content_terms(asked)) - INSTRUCTION_WORDS - ASPECT_WORDS) | entity
+    topic = (topic_words(asked) - ASPECT_WORDS) | entity
     before = {v.pos + 1: v for v in units}
     n = len(units)
     df = Counter(t for u in units for t in set(u.terms))
@@ -551,19 +546,19 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     if own_document and not on_topic and entity_cov >= 0.5:
         # A document of the user's own that answers several of the step's asks in separate rows
         # ("Active members: 21,400", "Average monthly churn: 3.1%") is on topic too.
-        asked = set(content_terms(step_title)) - entity - INSTRUCTION_WORDS
+        asked = topic_words(step_title) - entity
         answered = {t for i, u in enumerate(units) if scores[i] > 0 and _fact_unit(u) for t in asked & set(u.terms)}
         on_topic = len(answered) >= 2 and coverage >= 0.2
     # A document titled after the step's topic ("Leadership team" for "Leadership and governance")
     # that states facts answers it, whatever words its rows use.
     # Not the planner's generic section names ("Limitations and outlook" vs "… — Outlook").
     # Only the step's title counts here: its description is the planner's template text.
-    title_topic = set(content_terms(step_title)) - entity - INSTRUCTION_WORDS
+    title_topic = topic_words(step_title) - entity
     if own_document:
         # A document of the user's own named after a word the step searches for ("headcount" for
         # "how big the team is"): its rows repeat that word in every line, so BM25 gives it ~0.
         searched = " ".join(re.findall(r"'([^']+)'", str(payload.get("step_description", ""))))
-        title_topic |= set(content_terms(searched)) - entity - ASPECT_WORDS - INSTRUCTION_WORDS
+        title_topic |= topic_words(searched) - entity - ASPECT_WORDS
     titled = bool(title_topic & source_terms) and any(_fact_unit(u) for u in units)
     if titled and scores[best] <= 0:
         scores = [s if s > 0 else (0.01 if _fact_unit(u) else 0.0) for s, u in zip(scores, units, strict=True)]

@@ -11,7 +11,7 @@ from typing import Any
 from ..text import MONTH, content_terms, split_sentences, words
 from .answer_types import specific
 from .compression import PADDING
-from .planning import content_query, enumerated_parts, research_terms
+from .planning import content_query, enumerated_parts, research_terms, searchable_names
 from .report import parts_of, unanswered_parts, unanswered_steps
 from .terms import SUBJECT_LEAD, names, sentence_case
 
@@ -76,6 +76,7 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
 # An unfollowed bridge caps the sufficiency below the default threshold (7).
 BRIDGE_SUFFICIENCY = 5
 MAX_BRIDGES = 2
+POOLED = 6  # candidate bridges searched together
 
 
 def _same(a: str, b: str) -> bool:
@@ -117,10 +118,8 @@ def unvisited(question: str, plan: dict[str, Any], memory: list[dict[str, Any]])
     queries = [set(content_terms(q)) for s in plan.get("steps", []) for q in s.get("queries") or []]
     pages = [set(content_terms(f"{m['source']} {m.get('summary_title', '')}")) for m in memory if m.get("source")]
     out = []
-    for name in names(question):
+    for name in searchable_names(question):
         terms = set(content_terms(name))
-        if len(re.sub(r"\W", "", name)) <= 3:
-            continue  # "UK": too short to search alone
         if (
             terms
             and not any(terms <= q and len(q - terms) <= 3 for q in queries)
@@ -204,7 +203,14 @@ def bridges(question: str, memory: list[dict[str, Any]]) -> list[tuple[str, str,
         beyond = {
             n: [x for x in sentences if x[1] != source and set(content_terms(n)) <= about[x[1]]] for n in candidates
         }
-        unfollowed = [(n, source, f"{n} {query}".strip()) for n in candidates if not beyond[n]][:MAX_BRIDGES]
+        open_ = [n for n in candidates if not beyond[n]]
+        # The nearest name alone, then the others in one query: the nearest is often not the bridge
+        # ("historical figures of X" beside "based on the story of Y"), and term weighting over the
+        # corpus ranks first the page of whichever name also states the question's unmatched words.
+        unfollowed = [(n, source, f"{n} {query}".strip()) for n in open_[:1]]
+        if pool := open_[1 : POOLED + 1]:
+            once = dict.fromkeys(f"{' '.join(pool)} {query}".split())  # each word once
+            unfollowed.append((", ".join(pool), source, " ".join(once)))
         if not beyond[candidates[0]]:
             return unfollowed
         # The nearest name's own page was read: it is the next hop (the others, if it leads nowhere).

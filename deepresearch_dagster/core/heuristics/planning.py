@@ -82,7 +82,6 @@ def plan_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
         _enumerated_plan(raw, question, max_steps)
         or _comparison_plan(question, max_steps)
         or _imperative_plan(question, max_steps)
-        or _entity_plan(question, max_steps)
         or _question_plan(question, max_steps)
     )
     # The offline engine knows nothing of its own: every question is researched.
@@ -352,11 +351,17 @@ def _comparison_plan(question: str, max_steps: int) -> dict[str, Any] | None:
 
 
 def _imperative_plan(question: str, max_steps: int) -> dict[str, Any] | None:
-    text = drop_instructions(question)
+    # "What do we know about X" asks for an overview of X, as "Tell me about X" does.
+    text = re.sub(r"^what\s+do\s+(?:we|you)\s+know\s+about\b", "Tell me about", drop_instructions(question), flags=re.I)
     deliverable, rest = split_lead(text)
-    if deliverable is None:
-        return None
     rest = rest.strip(" .?")
+    if deliverable is None:  # a bare name ("Tidewater Robotics") asks for an overview of it too
+        found = names(rest, fragment=True)
+        if QUESTION_LEAD.match(rest) or len(rest.split()) > 6 or not found:
+            return None
+        if len(found[0].split()) < len(rest.split()) - 2:
+            return None
+        deliverable = "overview"
     if not rest:
         return None
     # "<entity>: a, b and c" / "<entity>'s a, b and c" / "<entity>, covering a, b and c"
@@ -381,19 +386,6 @@ def _imperative_plan(question: str, max_steps: int) -> dict[str, Any] | None:
     if found and len(found[0].split()) >= len(re.sub(r"^(?:the|a|an)\s+", "", rest, flags=re.I).split()) - 1:
         return _entity_steps(found[0], max_steps, _title(deliverable, found[0], rest))
     return _question_plan(rest, max_steps, title=_title(deliverable, entity, rest))
-
-
-def _entity_plan(question: str, max_steps: int) -> dict[str, Any] | None:
-    text = question.strip(" ?.")
-    if QUESTION_LEAD.match(text) and not re.match(r"^(?:what\s+do\s+(?:we|you)\s+know\s+about)\s+", text, re.I):
-        return None
-    text = re.sub(r"^(?:what\s+do\s+(?:we|you)\s+know\s+about)\s+", "", text, flags=re.I)
-    if len(text.split()) > 6:
-        return None
-    found = names(text, fragment=True)
-    if not found or len(found[0].split()) < len(text.split()) - 2:
-        return None
-    return _entity_steps(found[0], max_steps, f"Overview of {found[0]}")
 
 
 def _entity_steps(entity: str, max_steps: int, title: str, focus: str | None = None) -> dict[str, Any]:
@@ -424,8 +416,9 @@ def content_query(*texts: str) -> str:
     return " ".join(kept)
 
 
-def _named(text: str) -> list[str]:
-    """The names of ``text`` that make a search of their own (no word twice, more than 3 letters)."""
+def searchable_names(text: str) -> list[str]:
+    """The names of ``text`` that make a search of their own (no word twice, more than 3 letters:
+    "UK" is too short to search alone)."""
     return [" ".join(dict.fromkeys(n.split())) for n in names(text) if len(re.sub(r"\W", "", n)) > 3]
 
 
@@ -444,13 +437,13 @@ def _question_plan(question: str, max_steps: int, title: str | None = None) -> d
             (
                 f"Background: {topic}",
                 f"Find background on {topic}. Search the corpus for '{topic}' and read the most relevant documents.",
-                list(dict.fromkeys([topic, *_named(question)[:2]])),
+                list(dict.fromkeys([topic, *searchable_names(question)[:2]])),
             )
         )
     for clause in clauses[: max(1, max_steps - len(steps) - account)]:
         # The part's content with the question's topic (its own words alone search every subject of
         # the corpus), and each name it mentions alone (a name's own page is often the first hop).
-        queries = list(dict.fromkeys([content_query(clause, topic) or topic, *_named(clause)]))[:3]
+        queries = list(dict.fromkeys([content_query(clause, topic) or topic, *searchable_names(clause)]))[:3]
         steps.append(
             (
                 cap_words(sentence_case(clause), 14),

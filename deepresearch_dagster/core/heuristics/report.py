@@ -31,7 +31,7 @@ from .aspects import aspect_terms
 from .compression import PADDING
 from .planning import enumerated_parts
 from .sentences import context_dependent, has_fact, is_fragment
-from .terms import ASPECT_WORDS, DO_LEAD, EMPHASIS, INSTRUCTION_WORDS, antecedent, question_parts, sentence_case
+from .terms import ASPECT_WORDS, DO_LEAD, EMPHASIS, antecedent, question_parts, sentence_case, topic_words
 
 REPORT_SECTIONS = ("Executive summary", "Key findings", "Analysis", "Limitations", "Suggested next steps")
 CORROBORATED_INTRO = "These findings are stated by two or more independent sources:"
@@ -49,12 +49,6 @@ _ASKS = re.compile(
     r"will|would|has|have|had)\b",
     re.IGNORECASE,
 )
-
-
-def topic_words(text: str) -> set[str]:
-    """``text``'s content words without task words ("find", "documents"): words that ask about the
-    sources ("what do reports say") weigh little anyway, found in many findings (``term_weights``)."""
-    return set(content_terms(text)) - INSTRUCTION_WORDS
 
 
 # The words that say a sentence gives a cause ("due", "because"), not what it is the cause of.
@@ -691,11 +685,6 @@ def _corroborated_list(markdown: str) -> str:
     else:
         block = f"{NONE_CORROBORATED} once citations were verified.\n"
     return markdown[:at] + block + after[match.end() :]
-
-
-def extractive_report(payload: dict[str, Any]) -> str:
-    """The whole report body without a model (used when the reporter model fails)."""
-    return "\n\n".join(f"## {h}\n\n{extractive_section(h, payload)}" for h in REPORT_SECTIONS)
 
 
 def rewrite_from_source(sentence: str, entries: list[dict[str, Any]]) -> str:

@@ -22,8 +22,8 @@ from pydantic import BaseModel, Field
 
 from ..text import closed, content_terms, split_sentences
 from .answer_types import answered
-from .report import _ASKS, extractive_section, parts_of, topic_words
-from .terms import sentence_case
+from .report import _ASKS, extractive_section, parts_of
+from .terms import sentence_case, topic_words
 
 __all__ = [
     "KINDS",

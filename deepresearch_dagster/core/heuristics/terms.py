@@ -144,6 +144,11 @@ ASPECT_WORDS = set(
 )
 
 
+def topic_words(text: str) -> set[str]:
+    """``text``'s content terms without task words ("find", "documents"): what it is about."""
+    return set(content_terms(text)) - INSTRUCTION_WORDS
+
+
 def topic_terms(text: str, drop_aspects: bool = False) -> list[str]:
     """Distinct topic words of ``text`` (hyphenated words kept whole), without task words."""
     skip = INSTRUCTION_WORDS | (ASPECT_WORDS if drop_aspects else set())
