@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 import duckdb
 
 from ..errors import ConfigError, redact, redact_exception_chain
-from .schema import ALIAS, SCHEMA, migrate, migrate_postgres, postgres_execute
+from .schema import ALIAS, PG_MIGRATION_LOCK, SCHEMA, migrate, migrate_postgres, postgres_execute
 
 FIX = "start it, or fix DEEPRESEARCH_LINEAGE_URL (or lineage_url in the config file)"
 
@@ -78,7 +78,13 @@ def open_connection(url: str) -> duckdb.DuckDBPyConnection:
         # ATTACH takes no parameters: the URL is a literal here, in this process only.
         quoted = url.replace("'", "''")
         conn.execute(f"ATTACH '{quoted}' AS {ALIAS} (TYPE postgres)")
-        postgres_execute(conn, f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}", in_schema=False)
+        # Under the migration lock: two hosts creating the schema at once would otherwise collide
+        # (CREATE SCHEMA IF NOT EXISTS is not atomic in Postgres: a unique violation on pg_namespace).
+        postgres_execute(
+            conn,
+            f"SELECT pg_advisory_xact_lock({PG_MIGRATION_LOCK}); CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
+            in_schema=False,
+        )
         conn.execute("CALL pg_clear_cache()")
         conn.execute(f"USE {ALIAS}.{SCHEMA}")
     except duckdb.Error as exc:

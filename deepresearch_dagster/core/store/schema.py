@@ -433,7 +433,7 @@ def _migrate_once(conn: duckdb.DuckDBPyConnection) -> list[int]:
 #   are TEMP on each connection, over the attached tables, instead of stored in Postgres.
 _PG_TYPES = ((re.compile(r"\bDOUBLE\b"), "DOUBLE PRECISION"), (re.compile(r"\bJSON\b"), "TEXT"))
 # pg_advisory_xact_lock key: one migrating process at a time across hosts (any constant of our own).
-_PG_MIGRATION_LOCK = 7_420_251_125
+PG_MIGRATION_LOCK = 7_420_251_125
 
 
 _PG_CREATED_AT_SQL = """
@@ -499,7 +499,7 @@ def migrate_postgres(conn: duckdb.DuckDBPyConnection) -> list[int]:
 def _migrate_postgres_once(conn: duckdb.DuckDBPyConnection) -> list[int]:
     conn.execute("BEGIN TRANSACTION")
     try:
-        postgres_execute(conn, f"SELECT pg_advisory_xact_lock({_PG_MIGRATION_LOCK})")
+        postgres_execute(conn, f"SELECT pg_advisory_xact_lock({PG_MIGRATION_LOCK})")
         postgres_execute(conn, postgres_ddl(SCHEMA_VERSION_SQL))
         conn.execute("CALL pg_clear_cache()")
         current = int(conn.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0])
