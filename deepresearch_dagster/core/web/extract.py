@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import io
 import re
+import threading
 from collections import Counter
 from html import unescape
 from urllib.parse import urljoin
@@ -72,6 +73,11 @@ _memo: Memo[tuple[str | None, str]] = Memo(128)
 # Text of these elements never reaches trafilatura's output, except JSON-LD (its baseline reads articleBody).
 _CODE_TAGS = ("script", "style")
 _JSON_ATTRIBUTE = "data-preloaded"  # Discourse forums: posts as JSON in an attribute
+# trafilatura parses with one module-level lxml HTMLParser, and an lxml parser must not be used by
+# two threads at once (lxml FAQ, threading): pages fetched concurrently (retrieval.run_concurrently)
+# corrupted each other's trees — a worker spinning in XPath, "double free or corruption" — in
+# benchmark 5's eight concurrent researches. Extraction is CPU-bound under the GIL anyway.
+_one_parse_at_a_time = threading.Lock()
 
 
 def extract_cache_key(html: str, url: str | None = None) -> str:
@@ -98,7 +104,8 @@ def extract_html(html: str, url: str | None = None) -> tuple[str | None, str]:
     key = extract_cache_key(html, url)
     found = _memo.get(key)
     if found is None:
-        found = _extract_html(html, url)
+        with _one_parse_at_a_time:
+            found = _extract_html(html, url)
         _memo.put(key, found)
     return found
 
