@@ -14,6 +14,7 @@ import os
 import pwd
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -248,6 +249,22 @@ def start_worker(name: str, folder: Path, env: dict[str, str], log: str = "worke
     argv += ["-n", f"{name}@%h", "--without-heartbeat", "--without-mingle", "--without-gossip", "--loglevel", "INFO"]
     with (folder / log).open("w") as out:
         return subprocess.Popen(argv, cwd=folder, env=own, stdout=out, stderr=subprocess.STDOUT)
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (a Celery worker's step processes); none once it is gone."""
+    with contextlib.suppress(OSError):
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return []
+
+
+def stop_worker(worker: subprocess.Popen) -> None:
+    """SIGKILL a worker's step processes, then the worker, and reap it."""
+    for pid in children(worker.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    worker.kill()
+    worker.wait()
 
 
 def wait_ready(worker: subprocess.Popen, folder: Path, timeout_s: float = 120.0) -> None:

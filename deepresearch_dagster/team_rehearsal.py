@@ -106,18 +106,13 @@ def _run_all(env: dict[str, str], cwd: Path, watch: Callable[[], None] | None = 
     return done
 
 
-def _children(pid: int) -> list[int]:
-    with contextlib.suppress(OSError):
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    return []
-
-
 @dataclass
 class _Kill:
     worker: str
     pid: int
     partition: str
     before: set[tuple[str, str]]  # (tool, arguments) executed before the kill
+    rows: Counter = field(default_factory=Counter)  # a lost attempt's rows (whole worker killed)
 
 
 class _Killer:
@@ -139,7 +134,7 @@ class _Killer:
         if self.worker is not None:
             return
         for worker, partition in queries.compressing_steps(self.url):
-            steps = _children(self.workers[worker].pid) if worker in self.workers else []
+            steps = servers.children(self.workers[worker].pid) if worker in self.workers else []
             if not steps or (self.step is not None and partition == self.step.partition):
                 continue
             whole = self.step is not None
@@ -151,6 +146,7 @@ class _Killer:
             what = "worker" if whole else "step process of worker"
             self.say(f"SIGKILLed the {what} {worker} (pid {kill.pid}) during {partition}'s compressions")
             if whole:
+                kill.rows = queries.lost_attempt_rows(self.url, partition)
                 self.workers[worker].wait()
                 self.worker = kill
                 self.restart(worker)
@@ -194,11 +190,7 @@ def _workers(root: Path, env: dict[str, str]) -> Iterator[dict[str, subprocess.P
         yield workers
     finally:
         for worker in workers.values():
-            for pid in _children(worker.pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            worker.kill()
-            worker.wait()
+            servers.stop_worker(worker)
 
 
 def _shared_settings(team: Servers) -> dict[str, str]:
@@ -270,6 +262,7 @@ def rehearse(
         for name, worker in workers.items():
             servers.wait_ready(worker, root / "workers" / name)
         say(f"team: {len(QUESTIONS)} researches, {AT_ONCE} at a time, steps on workers {', '.join(workers)}")
+
         def restart(name: str) -> None:
             say(f"starting {name} again (the host back); its lost step goes to a worker within {WORKER_LOST_S} s")
             workers[name] = servers.start_worker(name, root / "workers" / name, env, log="worker-restarted.log")
@@ -288,14 +281,16 @@ def rehearse(
         figures.researches_finished = queries.succeeded_partitions(url, "research_job")
         figures.lineage_rows, per = queries.lineage_counts(url)
         reference = queries.lineage_counts_file(root / "single" / "lineage.duckdb")
-        extra = queries.failed_attempt_rows(url)
+        extra = queries.failed_attempt_rows(url) + (killer.worker.rows if killer.worker else Counter())
         figures.rows_of_the_failed_attempt = sum(extra.values())
         for key in sorted(set(per) | set(reference)):
             figures.rows_lost += max(0, reference[key] - per[key])
             figures.rows_duplicated += max(0, per[key] - extra.get(key, 0) - reference[key])
             if per[key] < reference[key] or per[key] - extra.get(key, 0) > reference[key]:
-                say(f"{key[0]} rows of {key[1]}: {per[key]} ({extra.get(key, 0)} of the failed attempt), "
-                    f"{reference[key]} on one machine")
+                say(
+                    f"{key[0]} rows of {key[1]}: {per[key]} ({extra.get(key, 0)} of the failed or lost attempt), "
+                    f"{reference[key]} on one machine"
+                )
         repeated: Counter = Counter()
         for kill in (killer.step, killer.worker):
             if kill is not None:

@@ -5,7 +5,6 @@ however long it runs (celery_app.give_lost_steps_to_another_worker). Real Redis,
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -43,17 +42,7 @@ def workers(tmp_path):
             yield url, started
         finally:
             for proc in started.values():
-                for child in _children(proc.pid):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(child, signal.SIGKILL)
-                proc.kill()
-                proc.wait()
-
-
-def _children(pid: int) -> list[int]:
-    with contextlib.suppress(OSError):
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    return []
+                servers.stop_worker(proc)
 
 
 def _runs(url: str, token: str) -> list[str]:
@@ -82,7 +71,7 @@ def test_a_lost_worker_s_task_goes_to_another_and_a_live_one_keeps_its_own(worke
         time.sleep(0.05)
     (first,) = _runs(url, token)
     lost = procs[first]
-    for pid in [lost.pid, *_children(lost.pid)]:  # the parent first: it reports nothing
+    for pid in [lost.pid, *servers.children(lost.pid)]:  # the parent first: it reports nothing
         os.kill(pid, signal.SIGKILL)
     killed_at = time.monotonic()
     other = result.get(timeout=60)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from deepresearch_dagster.core.heuristics import compression
@@ -210,6 +210,7 @@ _raw = st.one_of(
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=_raw, source_title=st.one_of(st.none(), st.text(max_size=120)))
+@example(raw="||. 0. 0. LoNDON. 0. 0. 0. 0. 0. 0. 0", source_title=None)  # found by CI: one unit read as 11
 def test_any_text_gives_a_valid_message_within_the_floor_or_the_budget(raw, source_title):
     result = compress_extractively({**STEP, "raw": raw, "source_title": source_title})
     CompressionResult.model_validate(result)

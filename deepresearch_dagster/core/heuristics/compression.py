@@ -618,8 +618,10 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     # summary counts 3 sentences by the schema's own rule.
     while count_sentences(" ".join(summary_sents)) < SUMMARY_SENTENCES and padding:
         summary_sents.append(padding.pop(0))
-    while count_sentences(" ".join(summary_sents)) > 10:
-        summary_sents.pop()
+    if count_sentences(" ".join(summary_sents)) > 10:
+        # Whole sentences by the schema's own rule: dropping whole units could leave none (one
+        # unit of "0. 0. 0. …" reads as more than ten).
+        summary_sents = split_sentences(" ".join(summary_sents))[:10]
     # The longest title (up to 12 words) that still fits the budget.
     title = next((t for t in reversed(titles) if _message_tokens(t, summary_sents, []) <= budget), title)
     used = _message_tokens(title, summary_sents, [])

@@ -175,18 +175,26 @@ def failed_attempt_rows(url: str) -> Counter:
     """Rows per (table, partition) that failed runs' ``tool_outputs`` steps wrote and their
     re-execution wrote again: every LLM attempt and budget entry stays recorded."""
     failed = [r for (r,) in _rows(url, "SELECT run_id FROM runs WHERE status = 'FAILURE'")]
-    extra: Counter = Counter()
-    if not failed:
-        return extra
+    return _attempt_rows(url, "l.run_id = ANY(%s)", "run_id = ANY(%s)", (failed,)) if failed else Counter()
+
+
+def lost_attempt_rows(url: str, partition: str) -> Counter:
+    """The same for a step whose whole worker was lost, read at the moment of the loss: what the
+    lost attempt wrote, which the attempt that takes the step over may write again."""
+    return _attempt_rows(url, "l.partition_key = %s", "partition_key = %s", (partition,))
+
+
+def _attempt_rows(url: str, llm_where: str, budget_where: str, params: tuple) -> Counter:
     queries = {
-        # The killed step's LLM calls: those of the failed run made once its tool_outputs started.
+        # The step's LLM calls: those of the run made once its tool_outputs started.
         "llm_calls": f"SELECT l.partition_key, count(*) FROM {SCHEMA}.llm_calls l JOIN {SCHEMA}.runs r "
-        "ON r.run_id = l.run_id AND r.stage = 'tool_outputs' WHERE l.run_id = ANY(%s) AND l.created_at >= r.started_at "
+        f"ON r.run_id = l.run_id AND r.stage = 'tool_outputs' WHERE {llm_where} AND l.created_at >= r.started_at "
         "GROUP BY 1",
         "budget_ledger": f"SELECT partition_key, count(*) FROM {SCHEMA}.budget_ledger "
-        "WHERE run_id = ANY(%s) AND stage = 'tool_outputs' GROUP BY 1",
+        f"WHERE {budget_where} AND stage = 'tool_outputs' GROUP BY 1",
     }
+    extra: Counter = Counter()
     for table, sql in queries.items():
-        for key, n in _rows(url, sql, (failed,)):
+        for key, n in _rows(url, sql, params):
             extra[(table, key)] += n
     return extra
