@@ -205,12 +205,6 @@ def _shared_settings(team: Servers) -> dict[str, str]:
     with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
         client.create_bucket(Bucket=BUCKET)
     url = team.postgres.new_database("team_rehearsal")
-    # The lineage tables made once before the hosts start: two hosts creating them on an empty
-    # database at the same moment can collide on Postgres's catalog (CREATE SCHEMA IF NOT EXISTS
-    # is not safe against a concurrent twin).
-    from .core.store.lineage import LineageStore
-
-    LineageStore.at(url).list_researches()
     return {
         "DEEPRESEARCH_POSTGRES_URL": url,
         "DEEPRESEARCH_LINEAGE_URL": url,
