@@ -7,6 +7,7 @@ a report written from what exists."""
 
 from __future__ import annotations
 
+import random
 import time
 
 import pytest
@@ -27,7 +28,10 @@ def test_a_trickling_or_hung_model_server_is_cut_and_then_not_asked_again(mode, 
     # Latched only once failures repeat across requests: the first call is cut twice (1 s, then
     # 2 s), the second once more (1 s, now 3 failures over 2 requests: latched), the third is not sent.
     with TricklingServer(mode, interval=0.2, content_type="application/json") as server:
-        engine = OpenAIEngine(MODELS, base_url=server.base_url + "/v1", timeout=1.0)
+        # No backoff: what is measured is the deadlines, not the jitter between attempts (a
+        # backoff longer than the time left is refused a retry, tested below).
+        fast = RetryPolicy(base_s=0.01, max_s=0.01)
+        engine = OpenAIEngine(MODELS, base_url=server.base_url + "/v1", timeout=1.0, retry=fast)
         started = time.monotonic()
         with pytest.raises(EngineError) as first:
             engine.complete("planner", ASK, {})
@@ -50,6 +54,25 @@ def test_a_trickling_or_hung_model_server_is_cut_and_then_not_asked_again(mode, 
         ok,
     )
     assert ok, (cut, again, str(first.value), str(second.value), str(third.value))
+
+
+class _LongestWait(random.Random):
+    def uniform(self, a: float, b: float) -> float:
+        return b
+
+
+def test_a_cut_call_whose_backoff_outlasts_its_limit_is_not_retried_and_says_why():
+    # The call's limit is 3 × 1 s; cut at 1 s, a 10 s backoff cannot fit: one line saying both.
+    slow = RetryPolicy(base_s=10.0, max_s=10.0, rng=_LongestWait())
+    with TricklingServer("hang") as server:
+        engine = OpenAIEngine(MODELS, base_url=server.base_url + "/v1", timeout=1.0, retry=slow)
+        started = time.monotonic()
+        with pytest.raises(EngineError) as cut:
+            engine.complete("planner", ASK, {})
+        took = time.monotonic() - started
+    message = str(cut.value)
+    assert took < 2.5, took
+    assert "gave no answer within 1 s" in message and "leaves no time to retry" in message, message
 
 
 def test_the_wall_budget_interrupts_a_model_call_in_flight(isolated_env, record):

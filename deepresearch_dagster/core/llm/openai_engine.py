@@ -809,7 +809,7 @@ class OpenAIEngine:
                         attempts,
                         retryable=False,
                     ) from exc
-                self._retry_or_raise(role, exc, n, started, attempts, f"the server {what}" if silent else None, call)
+                self._retry_or_raise(role, exc, n, started, attempts, f"the server {what}", call)
                 # Alive but slow: it most likely still generates the abandoned answer and the retry
                 # queues behind it, so the retry gets twice the time.
                 timeout *= 2
