@@ -626,14 +626,16 @@ def _register_secrets(settings: ResearchSettings) -> None:
 
 
 def _url_credentials(url: str) -> list[str]:
-    """The password (and user) of ``scheme://user:password@host`` URLs, for redaction."""
+    """The password of ``scheme://user:password@host`` URLs, for redaction; the user only when
+    there is no password (``https://<token>@host``): a user name such as ``postgres`` is no
+    secret, and redacting it everywhere would garble messages ("DuckDB's *** extension")."""
     from urllib.parse import urlsplit
 
     try:
         parts = urlsplit(url)
     except ValueError:
         return []
-    return [p for p in (parts.password, parts.username) if p]
+    return [parts.password] if parts.password else [p for p in (parts.username,) if p]
 
 
 # -- the process environment that other programs read -----------------------------------------

@@ -54,6 +54,15 @@ def test_registered_secret_of_any_shape_is_redacted() -> None:
     assert "plainpassword" not in redact("server echoed plainpassword-without-shape-42 back")
 
 
+def test_a_urls_password_is_redacted_and_its_user_name_is_not(tmp_path: Path) -> None:
+    from deepresearch_dagster.core.config import load_settings
+
+    url = "postgresql://postgres:pw-4f9c2e71d0@127.0.0.1:5432/team"
+    load_settings({"postgres_url": url, "artifacts_dir": str(tmp_path)})
+    text = redact("lineage on Postgres needs DuckDB's postgres extension; server said pw-4f9c2e71d0")
+    assert "DuckDB's postgres extension" in text and "pw-4f9c2e71d0" not in text, text
+
+
 def test_every_research_error_is_redacted_at_construction(record) -> None:
     errors = [
         EngineError(f"HTTP 400 from server: Bearer {SECRET_KEY}"),

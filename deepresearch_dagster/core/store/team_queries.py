@@ -31,20 +31,24 @@ def _rows(url: str, sql: str, params: tuple = ()) -> list[tuple]:
 
 
 def compressing_steps(url: str) -> list[tuple[str, str]]:
-    """(worker, partition) of each ``tool_outputs`` step that runs on a Celery worker now and has
-    compressed at least one tool output; [] before the first run created the tables."""
+    """(worker, partition) of each worker whose current step is a ``tool_outputs`` step that has
+    compressed at least one tool output; [] before the first run created the tables. A worker runs
+    one step at a time (``--concurrency 1``): its current step is the last it reported starting,
+    if that step has not ended; an older unended step (one whose process was killed) is not."""
     import psycopg2
 
     try:
         started = _rows(
             url,
-            "SELECT e.event, t.value FROM event_logs e JOIN run_tags t ON t.run_id = e.run_id "
+            "SELECT e.event, e.run_id, e.step_key, t.value FROM event_logs e JOIN run_tags t ON t.run_id = e.run_id "
             "AND t.key = 'dagster/partition' WHERE e.dagster_event_type = 'ENGINE_EVENT' "
-            "AND e.step_key = 'tool_outputs' AND e.event LIKE '%%Celery worker%%'",
+            "AND e.event LIKE '%%Celery worker%%' ORDER BY e.id",
         )
+        current = {match.group(1): row[1:] for row in started if (match := _WORKER.search(row[0]))}
         found = []
-        for event, partition in started:
-            match = _WORKER.search(event)
+        for worker, (run_id, step, partition) in sorted(current.items()):
+            if step != "tool_outputs":
+                continue
             compressed = _rows(
                 url,
                 f"SELECT count(*) FROM {SCHEMA}.tool_calls WHERE partition_key = %s AND compression_key IS NOT NULL",
@@ -52,13 +56,12 @@ def compressing_steps(url: str) -> list[tuple[str, str]]:
             )[0][0]
             ended = _rows(
                 url,
-                "SELECT count(*) FROM event_logs e JOIN run_tags t ON t.run_id = e.run_id AND t.key = "
-                "'dagster/partition' AND t.value = %s WHERE e.step_key = 'tool_outputs' AND "
-                "e.dagster_event_type IN ('STEP_SUCCESS', 'STEP_FAILURE')",
-                (partition,),
+                "SELECT count(*) FROM event_logs WHERE run_id = %s AND step_key = %s "
+                "AND dagster_event_type IN ('STEP_SUCCESS', 'STEP_FAILURE')",
+                (run_id, step),
             )[0][0]
-            if match and compressed and not ended:
-                found.append((match.group(1), partition))
+            if compressed and not ended:
+                found.append((worker, partition))
         return found
     except psycopg2.errors.UndefinedTable:
         return []
