@@ -794,7 +794,7 @@ class OpenAIEngine:
                 elif call.call_over():  # the call's own limit cut it, before the attempt's deadline
                     what = f"gave no answer within the call's limit of {CALL_TIMEOUTS * self.timeout:g} s"
                 else:
-                    what = f"gave no answer within {timeout:.0f} s"
+                    what = f"gave no answer within {timeout:.3g} s"
                 self._transport_failure(role, caps, call, attempts)
                 if timeouts >= MAX_TIMEOUTS or call.call_over():
                     attempts.append(Attempt("error", what, _ms(started)))
