@@ -81,10 +81,10 @@ def test_grep_pattern_cannot_pin_a_core(tmp_path: Path, pattern: str, record) ->
     started = time.monotonic()
     matches = tools.call("grep_artifacts", {"pattern": pattern}).content["matches"]
     elapsed = time.monotonic() - started
-    ok = elapsed < 1.0
+    ok = elapsed < 5.0  # milliseconds with RE2; a backtracking engine takes minutes, even idle
     record(
         f"grep_artifacts ReDoS {pattern!r} on a 50k-char line",
-        "answer within 1 s (RE2)",
+        "answer within 5 s (RE2)",
         f"{elapsed:.3f} s, {len(matches)} matches",
         ok,
     )

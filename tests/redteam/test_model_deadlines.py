@@ -71,7 +71,7 @@ def test_a_cut_call_whose_backoff_outlasts_its_limit_is_not_retried_and_says_why
             engine.complete("planner", ASK, {})
         took = time.monotonic() - started
     message = str(cut.value)
-    assert took < 2.5, took
+    assert took < 5, took  # not the 10 s backoff
     assert "gave no answer within 1 s" in message and "leaves no time to retry" in message, message
 
 
