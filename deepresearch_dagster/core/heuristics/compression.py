@@ -1,23 +1,12 @@
 """The extractive compressor: question-focused BM25 over the output's own units; listings compacted.
 
-A tool output is cut into units — sentences (with or without newlines in the input), Markdown
-table rows (read with their header: "Round: Series B; Amount: $40M") and list items — after
-dropping the fetch header, code and non-English blocks. Units are scored with BM25 (over the
-output's own units) against a weighted query: the step title, the step description and queries
-(the step's topic) and the plan title (the question's entity), so the sentences that answer the
-step win wherever they stand. Facts (numbers, dates, names) get a small bonus; sentences that
-lean on missing context a penalty.
-
-Size budget: the whole injected message (JSON keys, title, summary, extraction, artifact file name)
-gets 5 % of the raw output's tokens (``message_budget``), never less than the contract's floor (a
-5-word title and three sentences). The summary holds the three best units (a unit about none of
-the step's or the question's words scores half), each whole: a sentence is never cut inside the
-clause or list that carries its claim. The title then grows to 12 words and the extraction adds the next best units,
-never repeating the summary, while the message fits. In a short document (≤ ~800 tokens: a fact sheet,
-a passage) fact-bearing units — table rows, bullets and sentences with figures, dates or names —
-may fill up to 10 items within ~70 % of it, the matching ones first, then the rest in reading
-order. Headings (and the read_document banner) are context only; nothing under a SUPERSEDED
-heading is kept. Search listings become three short sentences, never larger than the listing.
+A tool output is cut into units — sentences, Markdown table rows (read with their header: "Round:
+Series B; Amount: $40M"), list items and records — after dropping the fetch header, code and
+non-English blocks. Units are scored with BM25 against the step (its title, description and
+queries) and the question's entity (the plan title). The summary quotes the three best units whole,
+the extraction the next best while the message fits its budget (``message_budget``); a short fact
+sheet's facts may fill more of it. Headings are context only; nothing under a SUPERSEDED heading is
+kept. Search listings become three short sentences, never larger than the listing.
 """
 
 from __future__ import annotations
@@ -108,14 +97,9 @@ def _not_useful(reason: str, step_title: str) -> dict[str, Any]:
 
 
 def _title(text: str, pad: str) -> str:
+    """``text``'s first 12 words, topped up to the schema's 5 with ``pad``'s words, then "findings"."""
     parts = text.split()[:12]
-    for extra in pad.split():
-        if len(parts) >= 5:
-            break
-        parts.append(extra)
-    while len(parts) < 5:
-        parts.append("findings")
-    return " ".join(parts)
+    return " ".join(parts + [*pad.split(), *["findings"] * 5][: max(0, 5 - len(parts))])
 
 
 def compress_extractively(payload: dict[str, Any]) -> dict[str, Any]:
@@ -589,13 +573,10 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
         first = sorted(first)[:SUMMARY_SENTENCES]
         ranked = first + [i for i in ranked if i not in first]
 
-    def summary_ok(u: Unit) -> bool:
-        # Context-dependent sentences stay eligible (scored at half): "It is named after Erasto
-        # Mpemba" may be the answer; the reporter drops them when it quotes.
-        # Fragments too (scored at 0.7): the verb test is crude and the answer comes first.
-        return u.kind == "sentence" and _fits_summary(u.text)
-
-    eligible = [i for i in ranked if summary_ok(units[i])][:SUMMARY_CANDIDATES]
+    # Context-dependent sentences and fragments stay eligible (their scores are lowered): "It is named
+    # after Erasto Mpemba" may be the answer; the reporter drops what cannot be quoted alone.
+    eligible = [i for i in ranked if units[i].kind == "sentence" and _fits_summary(units[i].text)]
+    eligible = eligible[:SUMMARY_CANDIDATES]
     for i in ranked:  # too few self-contained sentences: rows, items, then anything relevant
         if len(eligible) >= SUMMARY_SENTENCES:
             break
@@ -604,15 +585,13 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     # Nothing short enough: the best unit all the same (a page whose one sentence answers is quoted).
     eligible = eligible or ranked[:1]
     # The summary: the best units (one about none of the step's or the question's words scores half).
-    pool = eligible[:SUMMARY_SENTENCES]
+    summary_idx = eligible[:SUMMARY_SENTENCES]
     source_title = payload.get("source_title") or (header.group(1).strip() if header else "") or units[0].text
     titles = _titles(source_title)
-    title = titles[0]
     # Whole sentences only: a quote is never cut inside the clause or list that carries its claim.
-    summary_idx = list(pool)
-    summary_sents = [_as_sentence(units[i].text) for i in pool]
+    summary_sents = [_as_sentence(units[i].text) for i in summary_idx]
     padding = _padding(source_title, raw)
-    if not all(_fits_summary(units[i].text) for i in pool):  # a unit over the floor's share: short padding
+    if not all(_fits_summary(units[i].text) for i in summary_idx):  # a unit over the floor's share: short padding
         padding.sort(key=_json_tokens)
     # Odd punctuation can make two picked sentences read back as one; top up until the joined
     # summary counts 3 sentences by the schema's own rule.
@@ -623,7 +602,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
         # unit of "0. 0. 0. …" reads as more than ten).
         summary_sents = split_sentences(" ".join(summary_sents))[:10]
     # The longest title (up to 12 words) that still fits the budget.
-    title = next((t for t in reversed(titles) if _message_tokens(t, summary_sents, []) <= budget), title)
+    title = next((t for t in reversed(titles) if _message_tokens(t, summary_sents, []) <= budget), titles[0])
     used = _message_tokens(title, summary_sents, [])
     # Fact-bearing units that match the step (table rows and bullets with figures, dates, names)
     # may use a larger, still bounded share: a short fact sheet is mostly its facts.
@@ -691,15 +670,9 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def message_budget(raw_tokens: int, fact_sheet: bool = False) -> int:
-    """Tokens the injected message may take for a raw output of ``raw_tokens`` tokens.
-
-    The whole message the researcher sees — the JSON keys, title, summary, extraction and the
-    artifact file name — gets ``TARGET_RATIO`` of the raw output (at most ``MAX_MESSAGE_TOKENS``);
-    a short fact sheet's facts may add up to ``FACT_RATIO`` of it to the floor's summary, never
-    making the message larger than the sheet. The contract's floor (a
-    5-word title and three sentences) overrides the budget when the page is too short for it:
-    see ``FLOOR_TOKENS``.
-    """
+    """Tokens the injected message may take for a raw output of ``raw_tokens`` tokens: ``TARGET_RATIO``
+    of it (at most ``MAX_MESSAGE_TOKENS``); a fact sheet's facts may add up to ``FACT_RATIO`` of it to
+    the floor's summary, never making the message larger than the sheet (``FLOOR_TOKENS`` overrides)."""
     budget = min(MAX_MESSAGE_TOKENS, int(TARGET_RATIO * raw_tokens))
     if fact_sheet:
         # Its facts come on top of the floor's summary, as long as the message stays below the raw output.

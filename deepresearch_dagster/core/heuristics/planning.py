@@ -226,10 +226,6 @@ def _inline_list(text: str) -> tuple[str, list[str]] | None:
 # --- plan shapes ---------------------------------------------------------------------------------
 
 
-def _expanded(entity: str, aspect: str) -> str:
-    return " ".join([entity, *topic_terms(aspect)[:6]]).strip()
-
-
 def _quoted(queries: list[str]) -> str:
     """ "'a'", "'a' and 'b'", "'a', 'b' and 'c'": every search phrase, so that whoever reads the step
     (the compressor gets its description, not its queries) knows the words it is answered in."""
@@ -258,12 +254,11 @@ def _step_for_part(part: str, entity: str) -> tuple[str, str, list[str]]:
     # "…, cash, runway and the FY2026 budget" is looked for too (searches run in this order).
     for i in range(8, len(terms), 6):
         queries.append(f"{entity} {' '.join(terms[i : i + 6])}".strip())
-    aspects = [_expanded(entity, a) for a in sub_aspects(part) or ([part] if len(terms) <= 3 else [])]
+    aspects = sub_aspects(part) or ([part] if len(terms) <= 3 else [])
     # Only the aspect queries that search for a word no earlier query has (searches are few).
     searched = {t for q in queries for t in content_terms(q)}
-    for query in aspects:
-        new = set(content_terms(query)) - searched
-        if new:
+    for query in (" ".join([entity, *topic_terms(a)[:6]]).strip() for a in aspects):
+        if new := set(content_terms(query)) - searched:
             queries.append(query)
             searched |= new
     if len(queries) == 1 and len(terms) > 1:
@@ -284,15 +279,22 @@ NOUN_DELIVERABLES = {"brief", "briefing", "report", "memo", "summary", "overview
 
 
 def _title(deliverable: str | None, entity: str, fallback: str) -> str:
-    if entity and (not deliverable or (deliverable not in NOUN_DELIVERABLES and " " not in deliverable.strip())):
+    if not entity:
+        return cap_words(sentence_case(fallback), 16)
+    if not deliverable or (deliverable not in NOUN_DELIVERABLES and " " not in deliverable.strip()):
         # "Where does Acme stand…? I need a briefing for a lender" / "Summarise Acme for our board":
         # the deliverable named anywhere, else an overview of the entity.
         named = re.search(rf"\b({'|'.join(sorted(NOUN_DELIVERABLES))})\b", fallback, re.IGNORECASE)
         deliverable = named.group(1).lower() if named else "overview"
-    if (deliverable and entity and " " in deliverable.strip()) or deliverable in NOUN_DELIVERABLES:
-        name = deliverable if deliverable.lower() not in {"tell", "find", "list", "overview"} else "Overview"
-        return cap_words(sentence_case(f"{name} on {entity}" if name != "Overview" else f"Overview of {entity}"), 16)
-    return cap_words(sentence_case(fallback), 16)
+    return cap_words(
+        sentence_case(f"Overview of {entity}" if deliverable == "overview" else f"{deliverable} on {entity}"), 16
+    )
+
+
+def _parts_plan(parts: list[str], entity: str, max_steps: int, title: str) -> dict[str, Any]:
+    if len(parts) > max_steps:  # the plan is capped: the last step takes the remaining parts
+        parts = [*parts[: max_steps - 1], "; ".join(parts[max_steps - 1 :])]
+    return {"plan_title": title, "steps": [_step_for_part(p, entity) for p in parts]}
 
 
 def _enumerated_plan(raw: str, question: str, max_steps: int) -> dict[str, Any] | None:
@@ -303,12 +305,9 @@ def _enumerated_plan(raw: str, question: str, max_steps: int) -> dict[str, Any] 
     deliverable, rest = split_lead(drop_instructions(lead))
     entity = entity_of(rest) if rest.strip(" :,.") else ""
     parts = [p for p in (clean_part(p, entity) for p in parts) if p and topic_terms(p)]
-    if len(parts) < 2:
-        return None
-    if len(parts) > max_steps:  # the plan is capped: the last step takes the remaining parts
-        parts = [*parts[: max_steps - 1], "; ".join(parts[max_steps - 1 :])]
-    steps = [_step_for_part(p, entity) for p in parts]
-    return {"plan_title": _title(deliverable, entity, lead or question), "steps": steps}
+    return (
+        _parts_plan(parts, entity, max_steps, _title(deliverable, entity, lead or question)) if len(parts) > 1 else None
+    )
 
 
 def _comparison_plan(question: str, max_steps: int) -> dict[str, Any] | None:
@@ -371,12 +370,7 @@ def _imperative_plan(question: str, max_steps: int) -> dict[str, Any] | None:
         parts = [clean_part(p, entity) for p in LIST_SPLIT.split(match.group(2))]
         parts = [p for p in parts if p and topic_terms(p)]
         if len(parts) >= 2:
-            if len(parts) > max_steps:
-                parts = [*parts[: max_steps - 1], ", ".join(parts[max_steps - 1 :])]
-            return {
-                "plan_title": _title(deliverable, entity, rest),
-                "steps": [_step_for_part(p, entity) for p in parts],
-            }
+            return _parts_plan(parts, entity, max_steps, _title(deliverable, entity, rest))
         if len(parts) == 1:
             return _entity_steps(entity, max_steps, _title(deliverable, entity, rest), focus=parts[0])
     if QUESTION_LEAD.match(rest) or clause_breaks(rest):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -337,10 +338,7 @@ def term_weights(found: list[Finding]) -> dict[str, float]:
     """How much sharing each word says, from 0.5 (a word in every finding: the research's own topic,
     "Kestrel Bay heat network") to 2 (a word in one: "outturn"); an inverse document frequency over
     the findings."""
-    df: dict[str, int] = {}
-    for f in found:
-        for t in f.terms:
-            df[t] = df.get(t, 0) + 1
+    df = Counter(t for f in found for t in f.terms)
     n = len(found)
     scale = math.log(n + 1) or 1.0
     return {t: 0.5 + 1.5 * math.log((n + 1) / k) / scale for t, k in df.items()}
@@ -620,9 +618,7 @@ def _analysis(payload: dict[str, Any]) -> str:
 
 
 def _limitations(payload: dict[str, Any]) -> str:
-    lines = [
-        "- Every finding is a sentence quoted from a compressed source summary, not a synthesis."
-    ]
+    lines = ["- Every finding is a sentence quoted from a compressed source summary, not a synthesis."]
     empty = [s["title"] for s in unanswered_steps(payload)]
     if empty:
         lines.append("- No usable finding answers: " + "; ".join(f"'{t}'" for t in empty) + ".")
@@ -664,27 +660,20 @@ def reconcile_corroboration(markdown: str) -> str:
     """After citation verification: a finding left with fewer than two citations is no longer
     "stated by two or more sources"; drop it from that list (and the list if it empties). A report
     whose Analysis names no corroborated finding says all its extracted claims rest on one source."""
-    markdown = _corroborated_list(markdown)
+    at = markdown.find(CORROBORATED_INTRO)
+    after = markdown[at + len(CORROBORATED_INTRO) :]
+    match = re.match(r"\s*\n((?:- .*(?:\n|$))+)", after) if at >= 0 else None
+    if match:
+        bullets = [line for line in match.group(1).splitlines() if len(set(re.findall(r"\[(\d+)\]", line))) >= 2]
+        if bullets:
+            block = CORROBORATED_INTRO + "\n\n" + "\n".join(bullets) + "\n"
+        else:
+            block = f"{NONE_CORROBORATED} once citations were verified.\n"
+        markdown = markdown[:at] + block + after[match.end() :]
     if NONE_CORROBORATED in markdown:
         all_single = r"All \1 claims extracted from the sources rest on a single source"
         markdown = _SINGLE_SOURCE_COUNT.sub(all_single, markdown)
     return markdown
-
-
-def _corroborated_list(markdown: str) -> str:
-    at = markdown.find(CORROBORATED_INTRO)
-    if at < 0:
-        return markdown
-    after = markdown[at + len(CORROBORATED_INTRO) :]
-    match = re.match(r"\s*\n((?:- .*(?:\n|$))+)", after)
-    if not match:
-        return markdown
-    bullets = [line for line in match.group(1).splitlines() if len(set(re.findall(r"\[(\d+)\]", line))) >= 2]
-    if bullets:
-        block = CORROBORATED_INTRO + "\n\n" + "\n".join(bullets) + "\n"
-    else:
-        block = f"{NONE_CORROBORATED} once citations were verified.\n"
-    return markdown[:at] + block + after[match.end() :]
 
 
 def rewrite_from_source(sentence: str, entries: list[dict[str, Any]]) -> str:
