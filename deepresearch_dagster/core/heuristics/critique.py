@@ -12,7 +12,7 @@ from ..text import MONTH, content_terms, split_sentences, words
 from .answer_types import specific
 from .compression import PADDING
 from .planning import content_query, enumerated_parts, research_terms, searchable_names
-from .report import parts_of, unanswered_parts, unanswered_steps
+from .report import parts_of, unanswered
 from .terms import SUBJECT_LEAD, names, sentence_case
 
 
@@ -28,15 +28,14 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
     # The report's own reading of what is answered (``answered``), so it never quotes a finding for
     # a part or a step that a gap says nothing answers.
     read = {"question": question, "plan": payload["plan"], "sources": sources}
-    unanswered = unanswered_parts(read)
-    coverage = 1 - len(unanswered) / len(parts)
+    unanswered_parts, uncovered = unanswered(read)
+    coverage = 1 - len(unanswered_parts) / len(parts)
     # The best evidence names something the question does not (the bridge): the answer may be one
     # hop further, on that thing's own page. Until it is followed, the research is not sufficient.
     # … for a question (not a listed brief) of one or two parts asking for one specific answer.
     factoid = enumerated_parts(question) is None and len(parts) <= 2 and any(specific(p) for p in parts)
     hops = (unvisited(question, payload["plan"], memory) + bridges(question, memory))[:MAX_BRIDGES] if factoid else []
     steps = payload["plan"]["steps"]
-    uncovered = unanswered_steps(read)
     step_cov = 1 - len(uncovered) / len(steps) if steps else 1.0
     score = max(1, min(10, round(1 + 9 * (0.5 * coverage + 0.5 * step_cov))))
     if hops:
@@ -63,7 +62,7 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
             "severity": "high",
             "suggested_query": content_query(part, " ".join(research_terms(question)[:4])),
         }
-        for part in unanswered[:3]
+        for part in unanswered_parts[:3]
     ]
     return {
         "sufficiency": score,
@@ -117,16 +116,9 @@ def unvisited(question: str, plan: dict[str, Any], memory: list[dict[str, Any]])
     of the name and at most three other words) nor read on a page about them."""
     queries = [set(content_terms(q)) for s in plan.get("steps", []) for q in s.get("queries") or []]
     pages = [set(content_terms(f"{m['source']} {m.get('summary_title', '')}")) for m in memory if m.get("source")]
-    out = []
-    for name in searchable_names(question):
-        terms = set(content_terms(name))
-        if (
-            terms
-            and not any(terms <= q and len(q - terms) <= 3 for q in queries)
-            and not any(terms <= p for p in pages)
-        ):
-            out.append((name, "", name))
-    return out
+    named = [(name, set(content_terms(name))) for name in searchable_names(question)]
+    searched = [(n, t) for n, t in named if t and not any(t <= q and len(q - t) <= 3 for q in queries)]
+    return [(n, "", n) for n, t in searched if not any(t <= p for p in pages)]
 
 
 def bridges(question: str, memory: list[dict[str, Any]]) -> list[tuple[str, str, str]]:

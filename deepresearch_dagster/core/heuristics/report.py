@@ -89,10 +89,6 @@ class Finding:
     # by another source, quoted apart as corroboration.
     also: list[Finding] = field(default_factory=list)
 
-    @property
-    def cited(self) -> str:
-        return "".join(f"[{n}]" for n in self.cites)
-
     def quoted(self, close: bool = False) -> str:
         """The finding as the report quotes it: every sentence followed by its citations. A passage
         of several sentences ("X opened in 1865. Its final cost was £4.2 million.") cites its source
@@ -100,8 +96,6 @@ class Finding:
         (after the one closest to it when none does), so no sentence is left uncited."""
         text = closed(self.text) if close else self.text
         sentences = split_sentences(text)
-        if len(sentences) <= 1:
-            return f"{text} {self.cited}"
         cites: list[list[int]] = [[self.cites[0]] for _ in sentences]
         terms = [set(content_terms(s)) for s in sentences]
         for n in self.cites[1:]:
@@ -213,12 +207,6 @@ def _question_terms(question: str) -> set[str]:
     return topic_words(question) - ASPECT_WORDS
 
 
-def _step_terms(step: dict[str, Any], common: set[str]) -> set[str]:
-    """A step's own topic: its title and description, without the words every step shares."""
-    text = f"{step['title']} {step.get('description', '')}"
-    return (topic_words(text) - common) | aspect_terms(step["title"])
-
-
 def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> dict[str, dict[str, str]]:
     """By artifact file, the sentence before each quoted sentence that leans on it, from the raw output
     and within its paragraph: "Its final cost was £4.2 million" reads alone only after "The main
@@ -251,9 +239,12 @@ def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> 
 def findings(payload: dict[str, Any]) -> list[Finding]:
     """Usable, on-topic, de-duplicated findings, each placed under the step it answers best."""
     question = _question_terms(payload["question"])
-    steps = _all_steps(payload["plan"])
-    common = question.copy()
-    step_terms = {str(s["step_id"]): _step_terms(s, common) for s in steps}
+    # A step's own topic: its title and description, without the question's words every step shares.
+    step_terms = {
+        str(s["step_id"]): (topic_words(f"{s['title']} {s.get('description', '')}") - question)
+        | aspect_terms(s["title"])
+        for s in _all_steps(payload["plan"])
+    }
     out: list[Finding] = []
     order = 0
     led: set[tuple[int, str]] = set()
@@ -453,18 +444,12 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
         best = (hits or pool)[:1]
         # The best answer to this part already answers an earlier one ("It opened on 21 November
         # 2022, 219 days after the contract date"): the two parts share that paragraph.
-        shared = next(
-            (
-                i
-                for i, (_, quoted) in enumerate(out)
-                if best and kinds and supplies(best[0].text, set(kinds)) and any(f is best[0] for f in quoted)
-            ),
-            None,
-        )
+        shared = None
+        if best and kinds and supplies(best[0].text, set(kinds)):
+            shared = next((i for i, (_, quoted) in enumerate(out) if any(f is best[0] for f in quoted)), None)
         pool = [f for f in pool if id(f) not in used]
         hits = [f for f in hits if id(f) not in used]
-        if shared is not None:
-            limit = 0  # answered there; more quotes would only be this part's weaker candidates
+        limit = 0 if shared is not None else limit  # answered there: more would be weaker candidates
         picked = _distinct(hits or pool, limit)
         if len(picked) < limit and not (kinds and hits):
             # Too few findings use the part's words: add the best of those found for the step that asks it.
@@ -490,22 +475,16 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
     return out
 
 
-def unanswered_parts(payload: dict[str, Any]) -> list[str]:
-    """The question's parts that no finding answers (``answered``): the critic's gaps. The report
-    quotes every finding, so a part it names unanswered is one no quoted sentence answers."""
-    texts = [f.text for f in findings(payload)]
-    return [part for part in parts_of(payload["question"]) if answered(part, texts) is None]
-
-
-def unanswered_steps(payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """The plan's steps with no finding placed under them nor answering their title (``answered``)."""
+def unanswered(payload: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The question's parts that no finding answers (``answered``), and the plan's steps with no
+    finding placed under them nor answering their title: the critic's gaps. The report quotes every
+    finding, so a part it names unanswered is one no quoted sentence answers."""
     found = findings(payload)
     texts = [f.text for f in found]
-    return [
-        s
-        for s in payload["plan"]["steps"]
-        if not any(f.placed == str(s["step_id"]) for f in found) and answered(str(s["title"]), texts) is None
-    ]
+    parts = [part for part in parts_of(payload["question"]) if answered(part, texts) is None]
+    placed = {f.placed for f in found}
+    steps = payload["plan"]["steps"]
+    return parts, [s for s in steps if str(s["step_id"]) not in placed and answered(str(s["title"]), texts) is None]
 
 
 def _distinct(ranked: list[Finding], limit: int) -> list[Finding]:
@@ -619,7 +598,7 @@ def _analysis(payload: dict[str, Any]) -> str:
 
 def _limitations(payload: dict[str, Any]) -> str:
     lines = ["- Every finding is a sentence quoted from a compressed source summary, not a synthesis."]
-    empty = [s["title"] for s in unanswered_steps(payload)]
+    empty = [s["title"] for s in unanswered(payload)[1]]
     if empty:
         lines.append("- No usable finding answers: " + "; ".join(f"'{t}'" for t in empty) + ".")
     return "\n".join(lines)

@@ -195,9 +195,7 @@ def looks_english(text: str) -> bool:
 
 def looks_like_code(text: str) -> bool:
     s = text.strip()
-    if _CODE_START.match(s):
-        return True
-    return bool(s) and len(_CODE_CHAR.findall(s)) / len(s) > 0.06
+    return bool(_CODE_START.match(s)) or (bool(s) and len(_CODE_CHAR.findall(s)) / len(s) > 0.06)
 
 
 def has_fact(text: str) -> bool:
