@@ -56,7 +56,7 @@ _NUMBER = re.compile(r"\b\d[\d,.]*\b")
 _YEAR_ONLY = re.compile(rf"{YEAR}s?")
 
 
-def _counts(sentence: str) -> bool:
+def counts(sentence: str) -> bool:
     """A number that counts something: not a year, an amount of money, a label ("Phase 1") or a
     name's number ("Route 41"); a number in words counts too ("a two-time Pro Bowl selection")."""
     if re.search(rf"\b{NUMBER_WORD}\b", sentence, re.IGNORECASE):
@@ -99,7 +99,7 @@ _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str] | Callable[[str], bool]
         ),
         re.compile(r"[£$€¥]\s?\d|\d[\d,.]*\s*(?:million|billion|bn|m)?\s*(?:pounds|dollars|euros|usd|gbp|eur)\b", re.I),
     ),
-    "count": (re.compile(r"\bhow\s+many\b", re.I), _counts),
+    "count": (re.compile(r"\bhow\s+many\b", re.I), counts),
     # "Who won the contract": a person's or an organisation's name ("which company …" asks a name too: see
     # ``answers``).
     "person": (

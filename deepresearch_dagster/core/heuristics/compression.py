@@ -31,13 +31,12 @@ from ..text import (
     table_cells,
     words,
 )
-from .answer_types import NUMBER_WORD, answers
+from .answer_types import answers, counts
 from .aspects import aspect_terms
 from .planning import DOCUMENT_GUIDANCE
 from .sentences import context_dependent, has_fact, is_fragment, looks_english, looks_like_code, named_entities
 from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, LIST_MARKER, cap_words, names, topic_words
 
-_NUMBER_WORDS = re.compile(rf"\b{NUMBER_WORD}\b", re.IGNORECASE)
 # The size budget: the whole injected message (JSON keys, title, summary, extraction, artifact
 # file name) may take this share of the raw output (goal: ≥ 95 % reduction per call), at most
 # MAX_MESSAGE_TOKENS; a short fact sheet's facts may take FACT_RATIO of it (at most MAX_FACT_TOKENS).
@@ -111,17 +110,16 @@ def compress_extractively(payload: dict[str, Any]) -> dict[str, Any]:
             data = json.loads(raw)
         except json.JSONDecodeError:
             data = None
-        if isinstance(data, dict):
-            if "error" in data:
-                return _not_useful("The tool call failed with an error.", step_title)
-            if isinstance(data.get("results"), list):
-                return _compress_search(data, payload, raw)
-            if isinstance(data.get("matches"), list):
-                return _compress_grep(data, step_title)
-            if isinstance(data.get("content"), str):
-                raw = data["content"]
-        if not isinstance(data, dict) or not isinstance(data.get("content"), str):
-            raw = "\n".join(json_strings(data)) if data is not None else raw
+        if isinstance(data, dict) and "error" in data:
+            return _not_useful("The tool call failed with an error.", step_title)
+        if isinstance(data, dict) and isinstance(data.get("results"), list):
+            return _compress_search(data, payload, raw)
+        if isinstance(data, dict) and isinstance(data.get("matches"), list):
+            return _compress_grep(data, step_title)
+        if isinstance(data, dict) and isinstance(data.get("content"), str):
+            raw = data["content"]
+        elif data is not None:
+            raw = "\n".join(json_strings(data))
     elif raw.count("<") > 20 and _HTML.search(raw):
         raw, html_title = _html_text(raw)
         if html_title and not payload.get("source_title"):
@@ -319,10 +317,9 @@ def extract_units(raw: str) -> list[Unit]:
         if key in seen or n < (2 if kind != "sentence" else 5) or n > MAX_UNIT_WORDS or len(text) < 12:
             return
         # A table row (a record) is data whatever its first header says ("function: Field installation; …").
+        # Untrusted content: an instruction is never a finding.
         code = kind not in ("row", "record") and looks_like_code(text)
-        if code or not looks_english(text) or not re.search(r"[a-z]", text):
-            return
-        if is_instruction(text):  # untrusted content: an instruction is never a finding
+        if code or not looks_english(text) or not re.search(r"[a-z]", text) or is_instruction(text):
             return
         seen.add(key)
         row_table = table if kind == "row" else -1
@@ -425,10 +422,9 @@ def _weighted_query(payload: dict[str, Any]) -> tuple[dict[str, float], set[str]
         weights[t] = 0.35 if t in step_topic and own else weights.get(t, 0.4)
     # A step asking for challenges is answered by sentences about problems and costs: generic
     # answer words as an extra query (they never make an output useful on their own).
-    for t in aspect_terms(payload["step_title"]) - INSTRUCTION_WORDS:
-        weights.setdefault(t, 0.6)
-    for t in aspect_terms(payload.get("step_description", "")) - INSTRUCTION_WORDS:
-        weights.setdefault(t, 0.3)
+    for text, weight in ((payload["step_title"], 0.6), (payload.get("step_description", ""), 0.3)):
+        for t in aspect_terms(text) - INSTRUCTION_WORDS:
+            weights.setdefault(t, weight)
     return weights, step_topic, entity
 
 
@@ -709,12 +705,8 @@ def _message_tokens(title: str, sentences: list[str], items: list[str]) -> int:
 
 def _titles(source_title: str) -> list[str]:
     """Schema-valid titles of the source, shortest first (5 to 12 words)."""
-    out: list[str] = []
-    for n in range(5, 13):
-        title = _title(_short_title(source_title, n), "— findings for this step")
-        if title not in out:
-            out.append(title)
-    out.sort(key=_json_tokens)
+    titles = dict.fromkeys(_title(_short_title(source_title, n), "— findings for this step") for n in range(5, 13))
+    out = sorted(titles, key=_json_tokens)
     if _json_tokens(out[0]) > MAX_TITLE_TOKENS:  # symbols and long words: plain words only
         plain = cap_words(" ".join(re.findall(r"\w+", source_title)), 5)
         out.insert(0, _title(plain, "findings for this step"))
@@ -729,7 +721,7 @@ def _fact_unit(u: Unit) -> bool:
     """A unit that states a figure, a date or a name: a data row, a bullet or a sentence."""
     return (
         has_fact(u.text)
-        or bool(_NUMBER_WORDS.search(u.text))
+        or counts(u.text)
         or (u.kind != "sentence" and named_entities(u.text) >= 1)
         or u.text.count(": ") >= 2
     )

@@ -132,10 +132,7 @@ def split_lead(text: str) -> tuple[str | None, str]:
 
 def entity_of(text: str) -> str:
     """The named subject of a lead: "Acme Robotics, the Lisbon-based startup" → "Acme Robotics"."""
-    text = text.strip(" :,.;-—")
-    lead = IMPERATIVE.match(text)
-    if lead:
-        text = text[lead.end() :]
+    text = IMPERATIVE.sub("", text.strip(" :,.;-—"), count=1)
     # "Where does Acme, the Lisbon startup, stand…": the subject follows the question's lead words.
     asked = QUESTION_LEAD.match(text)
     if asked and asked.end() < len(text) and text[asked.end() :][:1].isupper():
@@ -314,20 +311,17 @@ def _comparison_plan(question: str, max_steps: int) -> dict[str, Any] | None:
     text = drop_instructions(question)
     if not COMPARISON.search(text):
         return None
-    body = re.sub(r"^.*?\b(?:compare|comparison\s+of|differences?\s+between)\s+", "", text, flags=re.I)
-    body = body.rstrip(" ?.")
+    body = re.sub(r"^.*?\b(?:compare|comparison\s+of|differences?\s+between)\s+", "", text, flags=re.I).rstrip(" ?.")
     aspects: list[str] = []
     split = re.split(r"\s+(?:on|in\s+terms\s+of|across|regarding|by|for)\s+", body, maxsplit=1, flags=re.I)
     if len(split) == 2:
         body, aspect_text = split
         aspects = [clean_part(a) for a in LIST_SPLIT.split(aspect_text) if clean_part(a)]
     how = re.match(r"^how\s+does\s+(.+?)\s+compare\s+(?:with|to|against)\s+(.+)$", text.rstrip(" ?."), re.I)
-    if how:
-        sides = [how.group(1), how.group(2)]
-    else:
-        sides = re.split(r"\s+(?:vs\.?|versus|and|with|to|against)\s+|\s*,\s*", body, flags=re.I)
-    entities = [entity_of(s) for s in sides if s.strip()]
-    entities = [e for e in entities if e][:4]
+    sides = (
+        list(how.groups()) if how else re.split(r"\s+(?:vs\.?|versus|and|with|to|against)\s+|\s*,\s*", body, flags=re.I)
+    )
+    entities = [e for e in (entity_of(s) for s in sides if s.strip()) if e][:4]
     if len(entities) < 2:
         return None
     versus = " vs ".join(entities)
