@@ -86,12 +86,8 @@ def _same(a: str, b: str) -> bool:
 
 def _positions(sentence: str, terms: set[str]) -> list[int]:
     """Word positions in ``sentence`` whose stem is one of ``terms`` (or of its word family)."""
-    out = []
-    for i, w in enumerate(words(sentence)):
-        stem = content_terms(w)
-        if stem and any(_same(stem[0], t) for t in terms):
-            out.append(i)
-    return out
+    stems = (content_terms(w) for w in words(sentence))
+    return [i for i, stem in enumerate(stems) if stem and any(_same(stem[0], t) for t in terms)]
 
 
 _PRONOUN_LEAD = re.compile(r"^\W*(?:he|she|it|they|his|her|its|their)\b", re.IGNORECASE)

@@ -191,10 +191,8 @@ def enumerated_parts(raw: str) -> tuple[str, list[str]] | None:
     expected = [str(i) for i in range(1, len(labels) + 1)] if labels[0].isdigit() else list("abcdefgh"[: len(labels)])
     if labels != expected:
         return None
-    parts = []
-    for i, m in enumerate(markers):
-        end = markers[i + 1].start() if i + 1 < len(markers) else len(text)
-        parts.append(text[m.end() : end])
+    ends = [m.start() for m in markers[1:]] + [len(text)]
+    parts = [text[m.end() : end] for m, end in zip(markers, ends, strict=True)]
     # The last part ends where the instructions begin ("… (4) governance. Be specific…").
     parts[-1] = re.split(r"(?<=[.!?])\s+(?=[A-Z])", parts[-1].strip(), maxsplit=1)[0]
     return text[: markers[0].start()], parts
@@ -325,20 +323,17 @@ def _comparison_plan(question: str, max_steps: int) -> dict[str, Any] | None:
     if len(entities) < 2:
         return None
     versus = " vs ".join(entities)
-    steps: list[tuple[str, str, list[str]]] = []
     if aspects:
-        for aspect in aspects[:max_steps]:
-            terms = " ".join(topic_terms(aspect)[:6])
-            steps.append(
-                (
-                    cap_words(sentence_case(f"{aspect}: {versus}"), 12),
-                    f"Compare {versus} on {aspect}. Search each for '{terms}' and extract figures and dates "
-                    "for each side.",
-                    [f"{e} {terms}" for e in entities],
-                )
+        steps = [
+            (
+                cap_words(sentence_case(f"{aspect}: {versus}"), 12),
+                f"Compare {versus} on {aspect}. Search each for '{terms}' and extract figures and dates for each side.",
+                [f"{e} {terms}" for e in entities],
             )
+            for aspect, terms in ((a, " ".join(topic_terms(a)[:6])) for a in aspects[:max_steps])
+        ]
     else:  # each side searched by its name (no template words), then both together
-        steps += [(e, f"Find what the sources state about {e}.", [e]) for e in entities[: max_steps - 1]]
+        steps = [(e, f"Find what the sources state about {e}.", [e]) for e in entities[: max_steps - 1]]
         steps.append((versus, f"Find what the sources state about {versus} together.", [" ".join(entities)]))
     return {"plan_title": cap_words(f"Comparison of {' and '.join(entities)}", 16), "steps": steps}
 

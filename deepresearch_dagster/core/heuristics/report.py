@@ -581,12 +581,8 @@ def corroborated(payload: dict[str, Any]) -> list[list[Finding]]:
 def _analysis(payload: dict[str, Any]) -> str:
     rounds = payload.get("critic_rounds", [])
     backed = corroborated(payload)
-    parts = []
-    if backed:
-        parts.append(CORROBORATED_INTRO)
-        parts.append("\n".join("- " + " ".join(f.quoted(close=True) for f in group[:3]) for group in backed[:6]))
-    else:
-        parts.append(f"{NONE_CORROBORATED}.")
+    bullets = "\n".join("- " + " ".join(f.quoted(close=True) for f in group[:3]) for group in backed[:6])
+    parts = [CORROBORATED_INTRO, bullets] if backed else [f"{NONE_CORROBORATED}."]
     if rounds:
         scores = ", ".join(f"round {r['round']}: {r['verdict']['sufficiency']}/10" for r in rounds)
         parts.append(f"The critic's sufficiency scores were {scores}.")
