@@ -31,8 +31,7 @@ from ..text import (
     table_cells,
     words,
 )
-from .answer_types import answers, counts
-from .aspects import aspect_terms
+from .answer_types import answers, aspect_terms, counts
 from .planning import DOCUMENT_GUIDANCE
 from .sentences import context_dependent, has_fact, is_fragment, looks_english, looks_like_code, named_entities
 from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, LIST_MARKER, cap_words, names, topic_words
@@ -486,6 +485,7 @@ def _scorer(units: list[Unit], weights: dict[str, float], entity: set[str] | Non
 def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     step_title = payload["step_title"]
     header = _HEADER_TITLE.match(raw)
+    titled_as = payload.get("source_title") or (header.group(1).strip() if header else "")
     units = extract_units(raw)
     if not units:
         return _not_useful("The output contains no readable prose, table or list.", step_title)
@@ -511,7 +511,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     best_matches = {t for t in step_topic | entity if t in units[best].terms}
     coverage = len(step_topic & all_terms) / max(1, len(step_topic))
     # A document about the question's entity is useful even when written as tables and lists.
-    source_terms = set(content_terms(payload.get("source_title") or (header.group(1) if header else "")))
+    source_terms = set(content_terms(titled_as))
     # The question's entity as this step sees it: the plan-title words the step repeats.
     core = (entity & step_topic) or entity
     entity_units = sum(1 for u in units if core and len(core & set(u.terms)) >= max(1, (len(core) + 1) // 2))
@@ -559,7 +559,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     ranked = [i for i in sorted(range(len(units)), key=lambda i: (-scores[i], i)) if scores[i] > 0]
     top = scores[ranked[0]]
     # A title line repeated as text ("Board update Q4 2025" on page 1) is context, not a finding.
-    title_key = _norm(payload.get("source_title") or (header.group(1) if header else ""))
+    title_key = _norm(titled_as)
     ranked = [i for i in ranked if not title_key or _norm(units[i].text) != title_key]
     if typed:
         # A listing's order is its tool's ranking (a log newest first, results best first): its
@@ -582,7 +582,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     eligible = eligible or ranked[:1]
     # The summary: the best units (one about none of the step's or the question's words scores half).
     summary_idx = eligible[:SUMMARY_SENTENCES]
-    source_title = payload.get("source_title") or (header.group(1).strip() if header else "") or units[0].text
+    source_title = titled_as or units[0].text
     titles = _titles(source_title)
     # Whole sentences only: a quote is never cut inside the clause or list that carries its claim.
     summary_sents = [_as_sentence(units[i].text) for i in summary_idx]

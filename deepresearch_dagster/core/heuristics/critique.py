@@ -12,7 +12,7 @@ from ..text import MONTH, content_terms, split_sentences, words
 from .answer_types import specific
 from .compression import PADDING
 from .planning import content_query, enumerated_parts, research_terms, searchable_names
-from .report import parts_of, unanswered
+from .report import _all_steps, parts_of, unanswered
 from .terms import SUBJECT_LEAD, names, sentence_case
 
 
@@ -34,7 +34,9 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
     # hop further, on that thing's own page. Until it is followed, the research is not sufficient.
     # … for a question (not a listed brief) of one or two parts asking for one specific answer.
     factoid = enumerated_parts(question) is None and len(parts) <= 2 and any(specific(p) for p in parts)
-    hops = (unvisited(question, payload["plan"], memory) + bridges(question, memory))[:MAX_BRIDGES] if factoid else []
+    searched = {q.lower() for s in _all_steps(payload["plan"]) for q in s.get("queries") or []}
+    hops = (unvisited(question, payload["plan"], memory) + bridges(question, memory, searched))[:MAX_BRIDGES]
+    hops = hops if factoid else []
     steps = payload["plan"]["steps"]
     step_cov = 1 - len(uncovered) / len(steps) if steps else 1.0
     score = max(1, min(10, round(1 + 9 * (0.5 * coverage + 0.5 * step_cov))))
@@ -117,7 +119,9 @@ def unvisited(question: str, plan: dict[str, Any], memory: list[dict[str, Any]])
     return [(n, "", n) for n, t in searched if not any(t <= p for p in pages)]
 
 
-def bridges(question: str, memory: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+def bridges(
+    question: str, memory: list[dict[str, Any]], searched: set[str] = frozenset()
+) -> list[tuple[str, str, str]]:
     """``(name, source, query)`` for the names the best evidence for ``question`` gives that the
     question does not: what the answer is about when it lies one hop further (the bridge).
 
@@ -134,9 +138,12 @@ def bridges(question: str, memory: list[dict[str, Any]]) -> list[tuple[str, str,
         for s in [*split_sentences(str(m.get("summary", ""))), *m.get("extraction", [])]
         if not PADDING.match(s)
     ]
-    # What each source is about: its file name or address and its title ("Neighbours.txt").
+    # What each source is about: the titles its file name or address and its summary give ("Neighbours.txt").
     about = {
-        str(m.get("source")): set(content_terms(f"{m.get('source')} {m.get('summary_title') or ''}")) for m in memory
+        str(m.get("source")): [
+            set(content_terms(t)) for t in (_page_title(str(m.get("source"))), m.get("summary_title") or "")
+        ]
+        for m in memory
     }
     asked = set(content_terms(question))
     question_names = [t for t in (set(content_terms(n)) for n in names(question)) if t]
@@ -174,7 +181,7 @@ def bridges(question: str, memory: list[dict[str, Any]]) -> list[tuple[str, str,
         # Evidence whose subject is a pronoun ("He starred as Benton Fraser" on "Paul Gross") is about
         # its page's title: a subject the question does not name is a bridge too, after the nearest name.
         best = next(x for x, src in ranked if src == source)
-        title = re.sub(r"\s*\(.*?\)|\.\w+$", "", source.rsplit("/", 1)[-1]) if _PRONOUN_LEAD.match(best) else ""
+        title = _page_title(source) if _PRONOUN_LEAD.match(best) else ""
         for n in names(title, fragment=True)[:1]:
             terms = set(content_terms(n))
             if terms and not terms <= known and not any(q <= terms or terms <= q for q in question_names):
@@ -188,9 +195,7 @@ def bridges(question: str, memory: list[dict[str, Any]]) -> list[tuple[str, str,
             if not _positions(text, set(content_terms(w))) and not set(content_terms(w)) <= named | known - asked
         ]
         query = " ".join(_nearest_asked(question, unmatched))
-        beyond = {
-            n: [x for x in sentences if x[1] != source and set(content_terms(n)) <= about[x[1]]] for n in candidates
-        }
+        beyond = {n: [x for x in sentences if x[1] != source and _titled(n, about[x[1]])] for n in candidates}
         open_ = [n for n in candidates if not beyond[n]]
         # The nearest name alone, then the others in one query: the nearest is often not the bridge
         # ("historical figures of X" beside "based on the story of Y"), and term weighting over the
@@ -199,13 +204,27 @@ def bridges(question: str, memory: list[dict[str, Any]]) -> list[tuple[str, str,
         if pool := open_[1 : POOLED + 1]:
             once = dict.fromkeys(f"{' '.join(pool)} {query}".split())  # each word once
             unfollowed.append((", ".join(pool), source, " ".join(once)))
-        if not beyond[candidates[0]]:
+        # The nearest name whose own page was read is the next hop (the others, if it leads nowhere);
+        # a farther name's page (a pooled search read it) once the nearest unread name was searched.
+        hop = next((n for n in candidates if beyond[n]), None)
+        if hop is None or (hop != candidates[0] and unfollowed[0][2].lower() not in searched):
             return unfollowed
-        # The nearest name's own page was read: it is the next hop (the others, if it leads nowhere).
         fallback = fallback or unfollowed
-        known |= set(content_terms(candidates[0]))
-        pool = beyond[candidates[0]]
+        known |= set(content_terms(hop))
+        pool = beyond[hop]
     return fallback
+
+
+def _page_title(source: str) -> str:
+    """The title a file name or address gives, without its extension or disambiguation."""
+    return re.sub(r"\s*\(.*?\)|\.\w+$", "", source.rsplit("/", 1)[-1])
+
+
+def _titled(name: str, titles: list[set[str]]) -> bool:
+    """Whether a page with these titles is the page of ``name``: a title of the name's words and one more
+    at most (the page of "Women of the World" is not "2004 FIFA U-19 Women's World Championship")."""
+    terms = set(content_terms(name))
+    return bool(terms) and any(terms <= title and len(title - terms) <= 1 for title in titles)
 
 
 def _new_names(

@@ -27,8 +27,7 @@ from ..text import (
     split_sentences,
     words,
 )
-from .answer_types import MEASURE_WORDS, answered, answers, asked_kinds, specific, supplies
-from .aspects import aspect_terms
+from .answer_types import MEASURE_WORDS, answered, answers, asked_kinds, aspect_terms, specific, supplies
 from .compression import PADDING
 from .planning import enumerated_parts
 from .sentences import context_dependent, has_fact, is_fragment

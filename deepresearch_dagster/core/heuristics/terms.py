@@ -118,12 +118,11 @@ def question_parts(question: str, resolve: bool = True) -> list[str]:
     Tunnel funded" (a part's "it"/"them" is the nearest earlier part's subject, unless not ``resolve``)."""
     text = " ".join(question.split())
     bounds = [0, *(x for m in clause_breaks(text) for x in m.span()), len(text)]
-    pieces = [text[a:b].strip(" ,.?;:") for a, b in zip(bounds[::2], bounds[1::2], strict=True)]
-    parts = [c for c in pieces if c]
+    pieces = (text[a:b].strip(" ,.?;:") for a, b in zip(bounds[::2], bounds[1::2], strict=True))
     out: list[str] = []
     subject: str | None = None
-    for part in parts:
-        if subject and out and resolve:
+    for part in (c for c in pieces if c):
+        if subject and resolve:  # a subject is known from an earlier part
             part = _PRONOUN.sub(lambda m, s=subject: f"{s}'s" if m.group(1) else s, part)
         out.append(part)
         subject = antecedent(part) or subject
