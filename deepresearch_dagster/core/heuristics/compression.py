@@ -85,13 +85,13 @@ _TOTAL_ROW = re.compile(r"^(?:[^:;]{1,40}:\s*)?(?:grand\s+)?(?:total|overall|all
 _HTML = re.compile(r"<(?:p|div|span|a|html|body|table|li|h[1-6])[\s>]", re.IGNORECASE)
 
 
+def _message(title: str, summary: str, extraction: list[str], useful: bool = True) -> dict[str, Any]:
+    return {"summary_title": title, "summary": summary, "extraction": extraction, "is_useful": useful}
+
+
 def _not_useful(reason: str, step_title: str) -> dict[str, Any]:
-    return {
-        "summary_title": _title(f"No relevant information for {step_title}", "in this output"),
-        "summary": f"{reason} Nothing in it answers the step. The full output is kept on disk.",
-        "extraction": [],
-        "is_useful": False,
-    }
+    title = _title(f"No relevant information for {step_title}", "in this output")
+    return _message(title, f"{reason} Nothing in it answers the step. The full output is kept on disk.", [], False)
 
 
 def _title(text: str, pad: str) -> str:
@@ -180,12 +180,11 @@ def _answering_snippets(results: list[dict[str, Any]], payload: dict[str, Any]) 
     keys = _key_names(payload)
     score = _scorer(units, weights, entity, payload["step_title"])
     # A name the step asks about (or two of its words), and the kind of answer it asks for.
-    asked = payload["step_title"]
     useful = [
         (score(u), u.text)
         for u in units
         if (any(k <= set(u.terms) for k in keys) or len((step_topic | entity) & set(u.terms)) >= 2)
-        and answers(u.text, asked)
+        and answers(u.text, payload["step_title"])
     ]
     return [text for s, text in sorted(useful, key=lambda x: -x[0]) if s > 0][:MAX_SNIPPETS]
 
@@ -232,12 +231,8 @@ def _listing_summary(query: str, results: list[dict[str, Any]], title_words: int
         sentences.append(f"{len(distinct) - 1} other sources are in the stored listing.")
     else:
         sentences.append("No other source matched.")
-    return {
-        "summary_title": _title(f"Search results for {cap_words(query.replace(chr(34), ''), 8)}", "in the corpus"),
-        "summary": " ".join(sentences),
-        "extraction": [],
-        "is_useful": True,
-    }
+    title = _title(f"Search results for {cap_words(query.replace(chr(34), ''), 8)}", "in the corpus")
+    return _message(title, " ".join(sentences), [])
 
 
 def _compress_grep(data: dict[str, Any], step_title: str) -> dict[str, Any]:
@@ -245,17 +240,13 @@ def _compress_grep(data: dict[str, Any], step_title: str) -> dict[str, Any]:
     pattern = str(data.get("pattern", ""))
     if not matches:
         return _not_useful(f'No stored artifact matched "{pattern}".', step_title)
-    files = sorted({str(m.get("file")) for m in matches})
-    return {
-        "summary_title": _title(f"Artifact lines matching {cap_words(pattern, 6)}", "in stored outputs"),
-        "summary": (
-            f'The pattern "{pattern}" matched {len(matches)} lines. '
-            f"The matches come from {len(files)} stored artifacts. "
-            "Each extraction item gives the file, line number and text."
-        ),
-        "extraction": [f"{m.get('file')}:{m.get('line')}: {m.get('text')}" for m in matches[:10]],
-        "is_useful": True,
-    }
+    files = {str(m.get("file")) for m in matches}
+    summary = (
+        f'The pattern "{pattern}" matched {len(matches)} lines. The matches come from {len(files)} stored '
+        "artifacts. Each extraction item gives the file, line number and text."
+    )
+    lines = [f"{m.get('file')}:{m.get('line')}: {m.get('text')}" for m in matches[:10]]
+    return _message(_title(f"Artifact lines matching {cap_words(pattern, 6)}", "in stored outputs"), summary, lines)
 
 
 # ------------------------------------------------------------------------------------------ units
@@ -370,12 +361,8 @@ def extract_units(raw: str) -> list[Unit]:
                 header = [c.replace("_", " ") for c in cells]
                 continue
             names = header if header and len(header) == len(cells) else [""] * len(cells)
-            add(
-                "; ".join(
-                    f"{h}: {c}" if h and h.lower() != c.lower() else c for h, c in zip(names, cells, strict=True) if c
-                ),
-                "row",
-            )
+            row = (f"{h}: {c}" if h and h.lower() != c.lower() else c for h, c in zip(names, cells, strict=True) if c)
+            add("; ".join(row), "row")
             continue
         header = None
         if st.startswith("#"):
@@ -654,12 +641,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
             extraction_idx.append(i)
             per_table[table] += 1
             used += cost
-    return {
-        "summary_title": title,
-        "summary": " ".join(summary_sents),
-        "extraction": [units[i].text for i in sorted(extraction_idx)],
-        "is_useful": True,
-    }
+    return _message(title, " ".join(summary_sents), [units[i].text for i in sorted(extraction_idx)])
 
 
 # ------------------------------------------------------------------------------------------ size budget

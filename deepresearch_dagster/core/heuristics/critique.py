@@ -42,29 +42,15 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
     score = max(1, min(10, round(1 + 9 * (0.5 * coverage + 0.5 * step_cov))))
     if hops:
         score = min(score, BRIDGE_SUFFICIENCY)
+    topic = " ".join(research_terms(question)[:4])
     gaps = [
-        {
-            "description": f"{name}: {sentence_case(question)}?" + (f" (named by {source})" if source else ""),
-            "severity": "high",
-            "suggested_query": query,
-        }
-        for name, source, query in hops
+        _gap(f"{name}: {sentence_case(question)}?" + (f" (named by {src})" if src else ""), q) for name, src, q in hops
     ]
     gaps += [
-        {
-            "description": f"Step '{s['title']}' found no usable source.",
-            "severity": "high",
-            "suggested_query": (s.get("queries") or [s["title"]])[-1],
-        }
-        for s in uncovered
+        _gap(f"Step '{s['title']}' found no usable source.", (s.get("queries") or [s["title"]])[-1]) for s in uncovered
     ]
     gaps += [
-        {
-            "description": f"No source yet answers '{sentence_case(part)}?'.",
-            "severity": "high",
-            "suggested_query": content_query(part, " ".join(research_terms(question)[:4])),
-        }
-        for part in unanswered_parts[:3]
+        _gap(f"No source yet answers '{sentence_case(p)}?'.", content_query(p, topic)) for p in unanswered_parts[:3]
     ]
     return {
         "sufficiency": score,
@@ -72,6 +58,10 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
         "contradictions": [],
         "recommendation": "Sufficient to report." if not gaps else "Research the listed gaps before reporting.",
     }
+
+
+def _gap(description: str, query: str) -> dict[str, str]:
+    return {"description": description, "severity": "high", "suggested_query": query}
 
 
 # An unfollowed bridge caps the sufficiency below the default threshold (7).
@@ -237,9 +227,8 @@ def _new_names(
     out = {}
     for name in names(sentence):
         terms = set(content_terms(name))
-        if not terms or terms <= known or any(q <= terms for q in question_names):
-            continue
-        if re.fullmatch(rf"(?:{MONTH})(?:\s+\d+)*", name, re.IGNORECASE):
+        date = re.fullmatch(rf"(?:{MONTH})(?:\s+\d+)*", name, re.IGNORECASE)
+        if date or not terms or terms <= known or any(q <= terms for q in question_names):
             continue
         at = _positions(sentence, terms)
         near = min((abs(p - q) for p in at for q in related), default=99) if related else min(at, default=99)

@@ -243,12 +243,10 @@ def _step_for_part(part: str, entity: str) -> tuple[str, str, list[str]]:
     named = set(content_terms(entity))
     # The entity leads every query once; its name inside the part ("has Acme raised") adds nothing.
     terms = [t for t in topic_terms(part) if not set(content_terms(t)) <= named] or topic_terms(part)
-    base = " ".join(terms[:8])
-    queries = [f"{entity} {base}".strip()]
-    # A long part names more aspects than one query holds: the rest are searched together, so
+    # A long part names more aspects than one query holds: the rest are searched six at a time, so
     # "…, cash, runway and the FY2026 budget" is looked for too (searches run in this order).
-    for i in range(8, len(terms), 6):
-        queries.append(f"{entity} {' '.join(terms[i : i + 6])}".strip())
+    chunks = [terms[:8], *(terms[i : i + 6] for i in range(8, len(terms), 6))]
+    queries = [f"{entity} {' '.join(chunk)}".strip() for chunk in chunks]
     aspects = sub_aspects(part) or ([part] if len(terms) <= 3 else [])
     # Only the aspect queries that search for a word no earlier query has (searches are few).
     searched = {t for q in queries for t in content_terms(q)}
@@ -258,10 +256,9 @@ def _step_for_part(part: str, entity: str) -> tuple[str, str, list[str]]:
             searched |= new
     if len(queries) == 1 and len(terms) > 1:
         queries.append(f"{entity} {terms[0]}".strip())
-    title = part_title(part)
     about = f" of {entity}" if entity else ""
     description = f"Find the {part}{about}. Search the documents for {_quoted(queries)} and {DOCUMENT_GUIDANCE}"
-    return title, description, queries
+    return part_title(part), description, queries
 
 
 # How to read documents for a step: guidance for a model researcher, not the step's topic (the
@@ -416,34 +413,18 @@ def _question_plan(question: str, max_steps: int, title: str | None = None) -> d
     account = not all(specific(c) for c in clauses)
     steps = []
     if len(clauses) > 1:  # one part: its own step searches the topic (a background would read it first)
-        steps.append(
-            (
-                f"Background: {topic}",
-                f"Find background on {topic}. Search the corpus for '{topic}' and read the most relevant documents.",
-                list(dict.fromkeys([topic, *searchable_names(question)[:2]])),
-            )
-        )
+        what = f"Find background on {topic}. Search the corpus for '{topic}' and read the most relevant documents."
+        steps.append((f"Background: {topic}", what, list(dict.fromkeys([topic, *searchable_names(question)[:2]]))))
     for clause in clauses[: max(1, max_steps - len(steps) - account)]:
         # The part's content with the question's topic (its own words alone search every subject of
         # the corpus), and each name it mentions alone (a name's own page is often the first hop).
         queries = list(dict.fromkeys([content_query(clause, topic) or topic, *searchable_names(clause)]))[:3]
-        steps.append(
-            (
-                cap_words(sentence_case(clause), 14),
-                f"Answer the sub-question '{clause}?'. Search for {_quoted(queries)} and extract the facts, "
-                "figures, dates and names that answer it.",
-                queries,
-            )
-        )
+        what = f"Search for {_quoted(queries)} and extract the facts, figures, dates and names that answer it."
+        steps.append((cap_words(sentence_case(clause), 14), f"Answer the sub-question '{clause}?'. {what}", queries))
     if account and len(steps) < max_steps:
-        steps.append(
-            (
-                f"Limitations and outlook: {topic}",
-                f"Identify the limitations, risks, costs, open problems and expected timelines "
-                f"for {topic}. Search for '{topic} limitations cost outlook'.",
-                [f"{topic} limitations cost outlook", f"{topic} risks open problems"],
-            )
-        )
+        outlook = [f"{topic} limitations cost outlook", f"{topic} risks open problems"]
+        what = f"Identify the limitations, risks, costs, open problems and expected timelines for {topic}."
+        steps.append((f"Limitations and outlook: {topic}", f"{what} Search for '{outlook[0]}'.", outlook))
     return {"plan_title": title or _question_title(question), "steps": steps}
 
 

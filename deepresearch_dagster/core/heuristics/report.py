@@ -100,10 +100,8 @@ class Finding:
         for n in self.cites[1:]:
             other = set(content_terms(self.merged.get(n, self.text)))
             scores = [_overlap(t, other) for t in terms]
-            stated = [i for i, score in enumerate(scores) if score >= 0.6] or [
-                max(range(len(scores)), key=lambda i: (scores[i], i))
-            ]
-            for i in stated:
+            closest = max(range(len(scores)), key=lambda i: (scores[i], i))
+            for i in [i for i, score in enumerate(scores) if score >= 0.6] or [closest]:
                 cites[i].append(n)
         return " ".join(f"{s} {''.join(f'[{n}]' for n in c)}" for s, c in zip(sentences, cites, strict=True))
 
@@ -402,7 +400,7 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
         aspects = aspect_terms(unresolved[k])
         part_terms = own[k] | aspects
         # The step that asks this part: its findings rank higher (HOME_WEIGHT).
-        home = max(steps, key=lambda s: len(part_terms & set(content_terms(s["title"]))), default=None)
+        home = max(steps, key=lambda s: len(part_terms & set(content_terms(s["title"]))), default={"step_id": ""})
         # Candidates share a word that this part asks about and the others do not (the
         # expansion of "caused" into "because", "due" only ranks them).
         others = set().union(*(terms for i, terms in enumerate(own) if i != k))
@@ -417,7 +415,7 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
             for f in found
             if f.terms & distinctive or (kinds and f.terms & answer_terms and supplies(f.text, set(kinds)))
         ]
-        home_id = str(home["step_id"]) if home else ""
+        home_id = str(home["step_id"])
         stress = frozenset(own[k] - others - subject)
         # The part's own words say more than the generic words of its aspect ("causes", "due").
         mine = {t: w * (0.5 if t in aspects - own[k] else 1.0) for t, w in weights.items()}
@@ -518,9 +516,7 @@ def _exec_summary(payload: dict[str, Any]) -> str:
     if not found:
         return NO_FINDINGS  # a notice, not a claim: nothing to cite
     paragraphs: list[str] = []
-    for asked, picked in _answers(payload):
-        if not picked:
-            continue
+    for asked, picked in (answer for answer in _answers(payload) if answer[1]):
         # The part itself as the paragraph's lead: "What did the tunnel cost?" reads; a lead with its
         # question words cut ("Large is the tunnel") does not.
         lead = " ".join(sentence_case(part) + ("?" if _ASKS.match(part) else ".") for part in asked)

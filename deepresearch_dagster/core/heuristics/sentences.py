@@ -122,8 +122,7 @@ def has_verb(sentence: str) -> bool:
     # Compound adjectives ("lithium-based", "well-known") are not verbs.
     tokens = [w.lower() for w in words(re.sub(r"\w+(?:-\w+)+", "compound", sentence))]
     for i, w in enumerate(tokens):
-        near = tokens[max(0, i - 1) : i + 2]
-        if w == "may" and any(t.isdigit() for t in near):
+        if w == "may" and any(t.isdigit() for t in tokens[max(0, i - 1) : i + 2]):
             continue  # the month in a dateline ("Evening Courier, 12 May 2024"), not "may fail"
         if w in _AUX or w in IRREGULAR:
             return True

@@ -151,13 +151,12 @@ def topic_words(text: str) -> set[str]:
 def topic_terms(text: str, drop_aspects: bool = False) -> list[str]:
     """Distinct topic words of ``text`` (hyphenated words kept whole), without task words."""
     skip = INSTRUCTION_WORDS | (ASPECT_WORDS if drop_aspects else set())
-    seen: dict[str, str] = {}
-    for w in HYPHENATED.findall(fold(text)):
-        low = w.lower()
-        terms = content_terms(low.replace("-", " "))
-        if terms and not set(terms) <= skip and low not in seen and low not in STOPWORDS:
-            seen[low] = low
-    return list(seen.values())
+    kept: dict[str, None] = {}
+    for low in (w.lower() for w in HYPHENATED.findall(fold(text))):
+        terms = set(content_terms(low.replace("-", " ")))
+        if terms and not terms <= skip and low not in STOPWORDS:
+            kept[low] = None
+    return list(kept)
 
 
 _QUOTED = re.compile(r'["“]([^"”]{2,80})["”]')
