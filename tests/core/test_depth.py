@@ -83,7 +83,7 @@ def test_a_chain_that_reached_its_next_hop_gets_one_more_round(monkeypatch):
     for next_hop, rounds in ((lambda added: f"{_first_new_name(added)} history", 3), (lambda _: "Zorvath Quell", 2)):
         critic, seen = _chain_critic(next_hop)
         monkeypatch.setattr(researcher, "critique", critic)
-        _, report = run_research(question, ResearchSettings.from_env(depth=1))
+        _, report = run_research(question, ResearchSettings.from_env(depth=1, max_steps=1))
         # The follow-up's sources named the next hop: one round beyond the depth; a gap naming what no
         # new source states is no progress, and the depth holds.
         assert len(seen) == rounds and report.sufficiency_scores == [3] * rounds and not report.complete
