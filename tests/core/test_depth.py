@@ -9,9 +9,12 @@ import time
 from pydantic import BaseModel
 
 from deepresearch_dagster.core.config import ResearchSettings
+from deepresearch_dagster.core.heuristics.terms import names
 from deepresearch_dagster.core.llm.budget import BudgetExceeded, BudgetLedger, BudgetLimits
 from deepresearch_dagster.core.llm.engine import ToolCallRequest
+from deepresearch_dagster.core.models import CriticVerdict, Gap
 from deepresearch_dagster.core.pipeline import run_research
+from deepresearch_dagster.core.roles import researcher
 from deepresearch_dagster.core.roles.retrieval import rank_results, run_concurrently
 from deepresearch_dagster.core.tools import Tool, Toolbox, ToolResult
 
@@ -55,6 +58,35 @@ def test_stops_at_max_iterations_and_says_incomplete(fake_openai):
     _, report = run_research("How do solid-state batteries work?", ResearchSettings.from_env(engine="openai", depth=1))
     assert report.sufficiency_scores == [3, 3] and not report.complete
     assert "Research may be incomplete: max iterations (1) reached at sufficiency 3/10" in report.markdown
+
+
+def _chain_critic(next_hop):
+    """A critic that asks for one follow-up, then for a next hop chosen from the memory the
+    follow-up added (``next_hop(new memory)``), and records the memory size it saw each round."""
+    seen: list[int] = []
+
+    def critic(ctx, plan, memory, followups=None):
+        seen.append(len(memory))
+        query = "solid-state battery recycling" if len(seen) == 1 else next_hop(memory[seen[-2] :])
+        gap = Gap(description=f"Missing {query}.", severity="high", suggested_query=query)
+        return CriticVerdict(sufficiency=3, gaps=[gap]), False
+
+    return critic, seen
+
+
+def _first_new_name(added):
+    return next(n for m in added for n in names(m["summary"]) if len(n.split()) > 1)
+
+
+def test_a_chain_that_reached_its_next_hop_gets_one_more_round(monkeypatch):
+    question = "How do solid-state batteries work?"
+    for next_hop, rounds in ((lambda added: f"{_first_new_name(added)} history", 3), (lambda _: "Zorvath Quell", 2)):
+        critic, seen = _chain_critic(next_hop)
+        monkeypatch.setattr(researcher, "critique", critic)
+        _, report = run_research(question, ResearchSettings.from_env(depth=1, max_steps=1))
+        # The follow-up's sources named the next hop: one round beyond the depth; a gap naming what no
+        # new source states is no progress, and the depth holds.
+        assert len(seen) == rounds and report.sufficiency_scores == [3] * rounds and not report.complete
 
 
 def test_budget_exhausted_mid_research_still_reports_within_the_cap(corpus_dir):

@@ -142,12 +142,7 @@ def test_the_bridge_is_the_new_name_nearest_the_questions_words():
 def test_a_bridge_named_farther_from_the_questions_words_is_searched_with_the_others():
     # The question's own words sit beside the wrong names ("historical figures"); the bridge's
     # sentence words its relation otherwise ("draws on the life of").
-    page = (
-        "Quillmoor is a novel by the writer Tamsin Yarrow. It draws on the life of a ferryman, Odo Perrick. "
-        "The historical figures Lise Varga and Henrik Sollet appear in the novel as characters."
-    )
-    question = "To which country was the historical figure used as the basis of the novel Quillmoor transported?"
-    found = bridges(question, _memory(("Quillmoor.txt", page)))
+    found = bridges(QUILLMOOR_QUESTION, _memory(("Quillmoor.txt", QUILLMOOR)))
     assert found[0][0] == "Lise Varga"
     assert "Odo Perrick" in found[1][2]
 
@@ -160,6 +155,27 @@ def test_a_followed_bridge_leads_to_the_next_hop():
     hops = bridges("Who is the spouse of Big Eyes's main director?", memory)
     assert hops and hops[0][1] == "Tim Burton.md"  # the next hop starts from the followed page
     assert all(name not in {"Tim Burton", "Big Eyes"} for name, _, _ in hops)
+
+
+QUILLMOOR = (
+    "Quillmoor is a novel by the writer Tamsin Yarrow. It draws on the life of a ferryman, Odo Perrick. "
+    "The historical figures Lise Varga and Henrik Sollet appear in the novel as characters."
+)
+QUILLMOOR_QUESTION = "To which country was the historical figure used as the basis of the novel Quillmoor transported?"
+
+
+def test_a_searched_bridge_gives_way_to_the_page_a_pooled_search_read():
+    memory = _memory(
+        ("Quillmoor.txt", QUILLMOOR),
+        # A page whose title holds a name and more is not that name's page.
+        ("Lise Varga Memorial Prize Winners.md", "The Lise Varga Memorial Prize was won by Anna Brook in 1990."),
+        ("Odo Perrick.md", "Odo Perrick was a ferryman who was transported to Van Diemen's Land in 1821."),
+    )
+    nearest = bridges(QUILLMOOR_QUESTION, memory)[0]
+    assert nearest[0] == "Lise Varga" and nearest[1] == "Quillmoor.txt"  # her own page was not read
+    # Once her name was searched, the chain goes on from the page the pooled search read.
+    hops = bridges(QUILLMOOR_QUESTION, memory, searched={nearest[2].lower()})
+    assert hops and hops[0][1] == "Odo Perrick.md"
 
 
 def test_an_unfollowed_bridge_makes_the_critic_ask_for_it():

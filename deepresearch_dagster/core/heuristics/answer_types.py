@@ -13,8 +13,37 @@ import re
 from collections.abc import Callable, Iterable
 
 from ..text import MONTH, STOPWORDS, YEAR, content_terms
-from .aspects import aspect_terms
 from .terms import ASPECT_WORDS, names, topic_words
+
+# What an answer to a kind of sub-question talks about, whatever its topic: one asking for
+# *challenges* is answered by sentences about problems, costs and failures; one asking how they are
+# *addressed* by plans, pilot lines and targets. Generic English, not a topic's vocabulary: a weak
+# extra query for the compressor, the reporter and the critic (never evidence on its own).
+_LEXICONS = [
+    (
+        re.compile(r"challeng|problem|obstacle|barrier|hurdle|difficult|issue|risk|limitation|drawback|weakness", re.I),
+        "challenge problem obstacle barrier hurdle difficult difficulty issue limit limitation risk cost costly "
+        "expensive degrade degradation failure fail crack bottleneck slow delay slip unsolved tradeoff "
+        "struggle lack scarce shortage toxic unstable instability resistance remain hard",
+    ),
+    (
+        re.compile(r"address|solv|solution|tackl|respond|overcom|mitigat|approach|strateg|doing about|handl", re.I),
+        "address solve solution approach strategy develop pilot line plant invest investment partner partnership "
+        "target plan announce build scale production produce manufacture mass aim launch license acquire "
+        "collaborate program programme adopt introduce reduce improve mitigate commercialize deploy",
+    ),
+    (
+        re.compile(r"\bcause|\bwhy\b|reason|driver", re.I),
+        "cause because reason due lead result factor contribute explain origin blame attribute prompt driven",
+    ),
+]
+_ASPECTS = [(trigger, frozenset(content_terms(words))) for trigger, words in _LEXICONS]
+
+
+def aspect_terms(text: str) -> set[str]:
+    """Generic answer words for the kinds of sub-question ``text`` asks (empty when none)."""
+    return set().union(*(terms for trigger, terms in _ASPECTS if trigger.search(text)))
+
 
 # What a question's words ask for, in the words sources state it ("How tall is X" → "X's height is
 # …", "Why …" → "the causes of …"): searched with the question's content (``stated_as``). Dates,
@@ -56,7 +85,7 @@ _NUMBER = re.compile(r"\b\d[\d,.]*\b")
 _YEAR_ONLY = re.compile(rf"{YEAR}s?")
 
 
-def _counts(sentence: str) -> bool:
+def counts(sentence: str) -> bool:
     """A number that counts something: not a year, an amount of money, a label ("Phase 1") or a
     name's number ("Route 41"); a number in words counts too ("a two-time Pro Bowl selection")."""
     if re.search(rf"\b{NUMBER_WORD}\b", sentence, re.IGNORECASE):
@@ -99,7 +128,7 @@ _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str] | Callable[[str], bool]
         ),
         re.compile(r"[£$€¥]\s?\d|\d[\d,.]*\s*(?:million|billion|bn|m)?\s*(?:pounds|dollars|euros|usd|gbp|eur)\b", re.I),
     ),
-    "count": (re.compile(r"\bhow\s+many\b", re.I), _counts),
+    "count": (re.compile(r"\bhow\s+many\b", re.I), counts),
     # "Who won the contract": a person's or an organisation's name ("which company …" asks a name too: see
     # ``answers``).
     "person": (
@@ -166,8 +195,6 @@ def answered(part: str, sentences: Iterable[str]) -> str | None:
     own = topic_words(part) - ASPECT_WORDS - MEASURE_WORDS
     exact = specific(part)
     about = own if exact else aspect_terms(part) or own
-    for sentence in sentences:
-        shared = len(about & set(content_terms(sentence)))
-        if shared >= min(2 if exact else 1, len(about)) and (not exact or answers(sentence, part)):
-            return sentence
-    return None
+    need = min(2 if exact else 1, len(about))
+    fits = (s for s in sentences if len(about & set(content_terms(s))) >= need and (not exact or answers(s, part)))
+    return next(fits, None)

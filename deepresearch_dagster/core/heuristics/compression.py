@@ -1,23 +1,12 @@
 """The extractive compressor: question-focused BM25 over the output's own units; listings compacted.
 
-A tool output is cut into units — sentences (with or without newlines in the input), Markdown
-table rows (read with their header: "Round: Series B; Amount: $40M") and list items — after
-dropping the fetch header, code and non-English blocks. Units are scored with BM25 (over the
-output's own units) against a weighted query: the step title, the step description and queries
-(the step's topic) and the plan title (the question's entity), so the sentences that answer the
-step win wherever they stand. Facts (numbers, dates, names) get a small bonus; sentences that
-lean on missing context a penalty.
-
-Size budget: the whole injected message (JSON keys, title, summary, extraction, artifact file name)
-gets 5 % of the raw output's tokens (``message_budget``), never less than the contract's floor (a
-5-word title and three sentences). The summary holds the three best units (a unit about none of
-the step's or the question's words scores half), each whole: a sentence is never cut inside the
-clause or list that carries its claim. The title then grows to 12 words and the extraction adds the next best units,
-never repeating the summary, while the message fits. In a short document (≤ ~800 tokens: a fact sheet,
-a passage) fact-bearing units — table rows, bullets and sentences with figures, dates or names —
-may fill up to 10 items within ~70 % of it, the matching ones first, then the rest in reading
-order. Headings (and the read_document banner) are context only; nothing under a SUPERSEDED
-heading is kept. Search listings become three short sentences, never larger than the listing.
+A tool output is cut into units — sentences, Markdown table rows (read with their header: "Round:
+Series B; Amount: $40M"), list items and records — after dropping the fetch header, code and
+non-English blocks. Units are scored with BM25 against the step (its title, description and
+queries) and the question's entity (the plan title). The summary quotes the three best units whole,
+the extraction the next best while the message fits its budget (``message_budget``); a short fact
+sheet's facts may fill more of it. Headings are context only; nothing under a SUPERSEDED heading is
+kept. Search listings become three short sentences, never larger than the listing.
 """
 
 from __future__ import annotations
@@ -42,13 +31,11 @@ from ..text import (
     table_cells,
     words,
 )
-from .answer_types import NUMBER_WORD, answers
-from .aspects import aspect_terms
+from .answer_types import answers, aspect_terms, counts
 from .planning import DOCUMENT_GUIDANCE
 from .sentences import context_dependent, has_fact, is_fragment, looks_english, looks_like_code, named_entities
 from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, LIST_MARKER, cap_words, names, topic_words
 
-_NUMBER_WORDS = re.compile(rf"\b{NUMBER_WORD}\b", re.IGNORECASE)
 # The size budget: the whole injected message (JSON keys, title, summary, extraction, artifact
 # file name) may take this share of the raw output (goal: ≥ 95 % reduction per call), at most
 # MAX_MESSAGE_TOKENS; a short fact sheet's facts may take FACT_RATIO of it (at most MAX_FACT_TOKENS).
@@ -98,24 +85,19 @@ _TOTAL_ROW = re.compile(r"^(?:[^:;]{1,40}:\s*)?(?:grand\s+)?(?:total|overall|all
 _HTML = re.compile(r"<(?:p|div|span|a|html|body|table|li|h[1-6])[\s>]", re.IGNORECASE)
 
 
+def _message(title: str, summary: str, extraction: list[str], useful: bool = True) -> dict[str, Any]:
+    return {"summary_title": title, "summary": summary, "extraction": extraction, "is_useful": useful}
+
+
 def _not_useful(reason: str, step_title: str) -> dict[str, Any]:
-    return {
-        "summary_title": _title(f"No relevant information for {step_title}", "in this output"),
-        "summary": f"{reason} Nothing in it answers the step. The full output is kept on disk.",
-        "extraction": [],
-        "is_useful": False,
-    }
+    title = _title(f"No relevant information for {step_title}", "in this output")
+    return _message(title, f"{reason} Nothing in it answers the step. The full output is kept on disk.", [], False)
 
 
 def _title(text: str, pad: str) -> str:
+    """``text``'s first 12 words, topped up to the schema's 5 with ``pad``'s words, then "findings"."""
     parts = text.split()[:12]
-    for extra in pad.split():
-        if len(parts) >= 5:
-            break
-        parts.append(extra)
-    while len(parts) < 5:
-        parts.append("findings")
-    return " ".join(parts)
+    return " ".join(parts + [*pad.split(), *["findings"] * 5][: max(0, 5 - len(parts))])
 
 
 def compress_extractively(payload: dict[str, Any]) -> dict[str, Any]:
@@ -127,17 +109,16 @@ def compress_extractively(payload: dict[str, Any]) -> dict[str, Any]:
             data = json.loads(raw)
         except json.JSONDecodeError:
             data = None
-        if isinstance(data, dict):
-            if "error" in data:
-                return _not_useful("The tool call failed with an error.", step_title)
-            if isinstance(data.get("results"), list):
-                return _compress_search(data, payload, raw)
-            if isinstance(data.get("matches"), list):
-                return _compress_grep(data, step_title)
-            if isinstance(data.get("content"), str):
-                raw = data["content"]
-        if not isinstance(data, dict) or not isinstance(data.get("content"), str):
-            raw = "\n".join(json_strings(data)) if data is not None else raw
+        if isinstance(data, dict) and "error" in data:
+            return _not_useful("The tool call failed with an error.", step_title)
+        if isinstance(data, dict) and isinstance(data.get("results"), list):
+            return _compress_search(data, payload, raw)
+        if isinstance(data, dict) and isinstance(data.get("matches"), list):
+            return _compress_grep(data, step_title)
+        if isinstance(data, dict) and isinstance(data.get("content"), str):
+            raw = data["content"]
+        elif data is not None:
+            raw = "\n".join(json_strings(data))
     elif raw.count("<") > 20 and _HTML.search(raw):
         raw, html_title = _html_text(raw)
         if html_title and not payload.get("source_title"):
@@ -199,12 +180,11 @@ def _answering_snippets(results: list[dict[str, Any]], payload: dict[str, Any]) 
     keys = _key_names(payload)
     score = _scorer(units, weights, entity, payload["step_title"])
     # A name the step asks about (or two of its words), and the kind of answer it asks for.
-    asked = payload["step_title"]
     useful = [
         (score(u), u.text)
         for u in units
         if (any(k <= set(u.terms) for k in keys) or len((step_topic | entity) & set(u.terms)) >= 2)
-        and answers(u.text, asked)
+        and answers(u.text, payload["step_title"])
     ]
     return [text for s, text in sorted(useful, key=lambda x: -x[0]) if s > 0][:MAX_SNIPPETS]
 
@@ -251,12 +231,8 @@ def _listing_summary(query: str, results: list[dict[str, Any]], title_words: int
         sentences.append(f"{len(distinct) - 1} other sources are in the stored listing.")
     else:
         sentences.append("No other source matched.")
-    return {
-        "summary_title": _title(f"Search results for {cap_words(query.replace(chr(34), ''), 8)}", "in the corpus"),
-        "summary": " ".join(sentences),
-        "extraction": [],
-        "is_useful": True,
-    }
+    title = _title(f"Search results for {cap_words(query.replace(chr(34), ''), 8)}", "in the corpus")
+    return _message(title, " ".join(sentences), [])
 
 
 def _compress_grep(data: dict[str, Any], step_title: str) -> dict[str, Any]:
@@ -264,17 +240,13 @@ def _compress_grep(data: dict[str, Any], step_title: str) -> dict[str, Any]:
     pattern = str(data.get("pattern", ""))
     if not matches:
         return _not_useful(f'No stored artifact matched "{pattern}".', step_title)
-    files = sorted({str(m.get("file")) for m in matches})
-    return {
-        "summary_title": _title(f"Artifact lines matching {cap_words(pattern, 6)}", "in stored outputs"),
-        "summary": (
-            f'The pattern "{pattern}" matched {len(matches)} lines. '
-            f"The matches come from {len(files)} stored artifacts. "
-            "Each extraction item gives the file, line number and text."
-        ),
-        "extraction": [f"{m.get('file')}:{m.get('line')}: {m.get('text')}" for m in matches[:10]],
-        "is_useful": True,
-    }
+    files = {str(m.get("file")) for m in matches}
+    summary = (
+        f'The pattern "{pattern}" matched {len(matches)} lines. The matches come from {len(files)} stored '
+        "artifacts. Each extraction item gives the file, line number and text."
+    )
+    lines = [f"{m.get('file')}:{m.get('line')}: {m.get('text')}" for m in matches[:10]]
+    return _message(_title(f"Artifact lines matching {cap_words(pattern, 6)}", "in stored outputs"), summary, lines)
 
 
 # ------------------------------------------------------------------------------------------ units
@@ -335,10 +307,9 @@ def extract_units(raw: str) -> list[Unit]:
         if key in seen or n < (2 if kind != "sentence" else 5) or n > MAX_UNIT_WORDS or len(text) < 12:
             return
         # A table row (a record) is data whatever its first header says ("function: Field installation; …").
+        # Untrusted content: an instruction is never a finding.
         code = kind not in ("row", "record") and looks_like_code(text)
-        if code or not looks_english(text) or not re.search(r"[a-z]", text):
-            return
-        if is_instruction(text):  # untrusted content: an instruction is never a finding
+        if code or not looks_english(text) or not re.search(r"[a-z]", text) or is_instruction(text):
             return
         seen.add(key)
         row_table = table if kind == "row" else -1
@@ -390,12 +361,8 @@ def extract_units(raw: str) -> list[Unit]:
                 header = [c.replace("_", " ") for c in cells]
                 continue
             names = header if header and len(header) == len(cells) else [""] * len(cells)
-            add(
-                "; ".join(
-                    f"{h}: {c}" if h and h.lower() != c.lower() else c for h, c in zip(names, cells, strict=True) if c
-                ),
-                "row",
-            )
+            row = (f"{h}: {c}" if h and h.lower() != c.lower() else c for h, c in zip(names, cells, strict=True) if c)
+            add("; ".join(row), "row")
             continue
         header = None
         if st.startswith("#"):
@@ -441,10 +408,9 @@ def _weighted_query(payload: dict[str, Any]) -> tuple[dict[str, float], set[str]
         weights[t] = 0.35 if t in step_topic and own else weights.get(t, 0.4)
     # A step asking for challenges is answered by sentences about problems and costs: generic
     # answer words as an extra query (they never make an output useful on their own).
-    for t in aspect_terms(payload["step_title"]) - INSTRUCTION_WORDS:
-        weights.setdefault(t, 0.6)
-    for t in aspect_terms(payload.get("step_description", "")) - INSTRUCTION_WORDS:
-        weights.setdefault(t, 0.3)
+    for text, weight in ((payload["step_title"], 0.6), (payload.get("step_description", ""), 0.3)):
+        for t in aspect_terms(text) - INSTRUCTION_WORDS:
+            weights.setdefault(t, weight)
     return weights, step_topic, entity
 
 
@@ -506,6 +472,7 @@ def _scorer(units: list[Unit], weights: dict[str, float], entity: set[str] | Non
 def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     step_title = payload["step_title"]
     header = _HEADER_TITLE.match(raw)
+    titled_as = payload.get("source_title") or (header.group(1).strip() if header else "")
     units = extract_units(raw)
     if not units:
         return _not_useful("The output contains no readable prose, table or list.", step_title)
@@ -531,7 +498,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     best_matches = {t for t in step_topic | entity if t in units[best].terms}
     coverage = len(step_topic & all_terms) / max(1, len(step_topic))
     # A document about the question's entity is useful even when written as tables and lists.
-    source_terms = set(content_terms(payload.get("source_title") or (header.group(1) if header else "")))
+    source_terms = set(content_terms(titled_as))
     # The question's entity as this step sees it: the plan-title words the step repeats.
     core = (entity & step_topic) or entity
     entity_units = sum(1 for u in units if core and len(core & set(u.terms)) >= max(1, (len(core) + 1) // 2))
@@ -579,7 +546,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     ranked = [i for i in sorted(range(len(units)), key=lambda i: (-scores[i], i)) if scores[i] > 0]
     top = scores[ranked[0]]
     # A title line repeated as text ("Board update Q4 2025" on page 1) is context, not a finding.
-    title_key = _norm(payload.get("source_title") or (header.group(1) if header else ""))
+    title_key = _norm(titled_as)
     ranked = [i for i in ranked if not title_key or _norm(units[i].text) != title_key]
     if typed:
         # A listing's order is its tool's ranking (a log newest first, results best first): its
@@ -589,13 +556,10 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
         first = sorted(first)[:SUMMARY_SENTENCES]
         ranked = first + [i for i in ranked if i not in first]
 
-    def summary_ok(u: Unit) -> bool:
-        # Context-dependent sentences stay eligible (scored at half): "It is named after Erasto
-        # Mpemba" may be the answer; the reporter drops them when it quotes.
-        # Fragments too (scored at 0.7): the verb test is crude and the answer comes first.
-        return u.kind == "sentence" and _fits_summary(u.text)
-
-    eligible = [i for i in ranked if summary_ok(units[i])][:SUMMARY_CANDIDATES]
+    # Context-dependent sentences and fragments stay eligible (their scores are lowered): "It is named
+    # after Erasto Mpemba" may be the answer; the reporter drops what cannot be quoted alone.
+    eligible = [i for i in ranked if units[i].kind == "sentence" and _fits_summary(units[i].text)]
+    eligible = eligible[:SUMMARY_CANDIDATES]
     for i in ranked:  # too few self-contained sentences: rows, items, then anything relevant
         if len(eligible) >= SUMMARY_SENTENCES:
             break
@@ -604,15 +568,13 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     # Nothing short enough: the best unit all the same (a page whose one sentence answers is quoted).
     eligible = eligible or ranked[:1]
     # The summary: the best units (one about none of the step's or the question's words scores half).
-    pool = eligible[:SUMMARY_SENTENCES]
-    source_title = payload.get("source_title") or (header.group(1).strip() if header else "") or units[0].text
+    summary_idx = eligible[:SUMMARY_SENTENCES]
+    source_title = titled_as or units[0].text
     titles = _titles(source_title)
-    title = titles[0]
     # Whole sentences only: a quote is never cut inside the clause or list that carries its claim.
-    summary_idx = list(pool)
-    summary_sents = [_as_sentence(units[i].text) for i in pool]
+    summary_sents = [_as_sentence(units[i].text) for i in summary_idx]
     padding = _padding(source_title, raw)
-    if not all(_fits_summary(units[i].text) for i in pool):  # a unit over the floor's share: short padding
+    if not all(_fits_summary(units[i].text) for i in summary_idx):  # a unit over the floor's share: short padding
         padding.sort(key=_json_tokens)
     # Odd punctuation can make two picked sentences read back as one; top up until the joined
     # summary counts 3 sentences by the schema's own rule.
@@ -623,7 +585,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
         # unit of "0. 0. 0. …" reads as more than ten).
         summary_sents = split_sentences(" ".join(summary_sents))[:10]
     # The longest title (up to 12 words) that still fits the budget.
-    title = next((t for t in reversed(titles) if _message_tokens(t, summary_sents, []) <= budget), title)
+    title = next((t for t in reversed(titles) if _message_tokens(t, summary_sents, []) <= budget), titles[0])
     used = _message_tokens(title, summary_sents, [])
     # Fact-bearing units that match the step (table rows and bullets with figures, dates, names)
     # may use a larger, still bounded share: a short fact sheet is mostly its facts.
@@ -679,27 +641,16 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
             extraction_idx.append(i)
             per_table[table] += 1
             used += cost
-    return {
-        "summary_title": title,
-        "summary": " ".join(summary_sents),
-        "extraction": [units[i].text for i in sorted(extraction_idx)],
-        "is_useful": True,
-    }
+    return _message(title, " ".join(summary_sents), [units[i].text for i in sorted(extraction_idx)])
 
 
 # ------------------------------------------------------------------------------------------ size budget
 
 
 def message_budget(raw_tokens: int, fact_sheet: bool = False) -> int:
-    """Tokens the injected message may take for a raw output of ``raw_tokens`` tokens.
-
-    The whole message the researcher sees — the JSON keys, title, summary, extraction and the
-    artifact file name — gets ``TARGET_RATIO`` of the raw output (at most ``MAX_MESSAGE_TOKENS``);
-    a short fact sheet's facts may add up to ``FACT_RATIO`` of it to the floor's summary, never
-    making the message larger than the sheet. The contract's floor (a
-    5-word title and three sentences) overrides the budget when the page is too short for it:
-    see ``FLOOR_TOKENS``.
-    """
+    """Tokens the injected message may take for a raw output of ``raw_tokens`` tokens: ``TARGET_RATIO``
+    of it (at most ``MAX_MESSAGE_TOKENS``); a fact sheet's facts may add up to ``FACT_RATIO`` of it to
+    the floor's summary, never making the message larger than the sheet (``FLOOR_TOKENS`` overrides)."""
     budget = min(MAX_MESSAGE_TOKENS, int(TARGET_RATIO * raw_tokens))
     if fact_sheet:
         # Its facts come on top of the floor's summary, as long as the message stays below the raw output.
@@ -736,12 +687,8 @@ def _message_tokens(title: str, sentences: list[str], items: list[str]) -> int:
 
 def _titles(source_title: str) -> list[str]:
     """Schema-valid titles of the source, shortest first (5 to 12 words)."""
-    out: list[str] = []
-    for n in range(5, 13):
-        title = _title(_short_title(source_title, n), "— findings for this step")
-        if title not in out:
-            out.append(title)
-    out.sort(key=_json_tokens)
+    titles = dict.fromkeys(_title(_short_title(source_title, n), "— findings for this step") for n in range(5, 13))
+    out = sorted(titles, key=_json_tokens)
     if _json_tokens(out[0]) > MAX_TITLE_TOKENS:  # symbols and long words: plain words only
         plain = cap_words(" ".join(re.findall(r"\w+", source_title)), 5)
         out.insert(0, _title(plain, "findings for this step"))
@@ -756,7 +703,7 @@ def _fact_unit(u: Unit) -> bool:
     """A unit that states a figure, a date or a name: a data row, a bullet or a sentence."""
     return (
         has_fact(u.text)
-        or bool(_NUMBER_WORDS.search(u.text))
+        or counts(u.text)
         or (u.kind != "sentence" and named_entities(u.text) >= 1)
         or u.text.count(": ") >= 2
     )

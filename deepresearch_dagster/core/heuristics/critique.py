@@ -12,7 +12,7 @@ from ..text import MONTH, content_terms, split_sentences, words
 from .answer_types import specific
 from .compression import PADDING
 from .planning import content_query, enumerated_parts, research_terms, searchable_names
-from .report import parts_of, unanswered_parts, unanswered_steps
+from .report import _all_steps, parts_of, unanswered
 from .terms import SUBJECT_LEAD, names, sentence_case
 
 
@@ -28,42 +28,29 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
     # The report's own reading of what is answered (``answered``), so it never quotes a finding for
     # a part or a step that a gap says nothing answers.
     read = {"question": question, "plan": payload["plan"], "sources": sources}
-    unanswered = unanswered_parts(read)
-    coverage = 1 - len(unanswered) / len(parts)
+    unanswered_parts, uncovered = unanswered(read)
+    coverage = 1 - len(unanswered_parts) / len(parts)
     # The best evidence names something the question does not (the bridge): the answer may be one
     # hop further, on that thing's own page. Until it is followed, the research is not sufficient.
     # … for a question (not a listed brief) of one or two parts asking for one specific answer.
     factoid = enumerated_parts(question) is None and len(parts) <= 2 and any(specific(p) for p in parts)
-    hops = (unvisited(question, payload["plan"], memory) + bridges(question, memory))[:MAX_BRIDGES] if factoid else []
+    searched = {q.lower() for s in _all_steps(payload["plan"]) for q in s.get("queries") or []}
+    hops = (unvisited(question, payload["plan"], memory) + bridges(question, memory, searched))[:MAX_BRIDGES]
+    hops = hops if factoid else []
     steps = payload["plan"]["steps"]
-    uncovered = unanswered_steps(read)
     step_cov = 1 - len(uncovered) / len(steps) if steps else 1.0
     score = max(1, min(10, round(1 + 9 * (0.5 * coverage + 0.5 * step_cov))))
     if hops:
         score = min(score, BRIDGE_SUFFICIENCY)
+    topic = " ".join(research_terms(question)[:4])
     gaps = [
-        {
-            "description": f"{name}: {sentence_case(question)}?" + (f" (named by {source})" if source else ""),
-            "severity": "high",
-            "suggested_query": query,
-        }
-        for name, source, query in hops
+        _gap(f"{name}: {sentence_case(question)}?" + (f" (named by {src})" if src else ""), q) for name, src, q in hops
     ]
     gaps += [
-        {
-            "description": f"Step '{s['title']}' found no usable source.",
-            "severity": "high",
-            "suggested_query": (s.get("queries") or [s["title"]])[-1],
-        }
-        for s in uncovered
+        _gap(f"Step '{s['title']}' found no usable source.", (s.get("queries") or [s["title"]])[-1]) for s in uncovered
     ]
     gaps += [
-        {
-            "description": f"No source yet answers '{sentence_case(part)}?'.",
-            "severity": "high",
-            "suggested_query": content_query(part, " ".join(research_terms(question)[:4])),
-        }
-        for part in unanswered[:3]
+        _gap(f"No source yet answers '{sentence_case(p)}?'.", content_query(p, topic)) for p in unanswered_parts[:3]
     ]
     return {
         "sufficiency": score,
@@ -71,6 +58,10 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
         "contradictions": [],
         "recommendation": "Sufficient to report." if not gaps else "Research the listed gaps before reporting.",
     }
+
+
+def _gap(description: str, query: str) -> dict[str, str]:
+    return {"description": description, "severity": "high", "suggested_query": query}
 
 
 # An unfollowed bridge caps the sufficiency below the default threshold (7).
@@ -87,12 +78,8 @@ def _same(a: str, b: str) -> bool:
 
 def _positions(sentence: str, terms: set[str]) -> list[int]:
     """Word positions in ``sentence`` whose stem is one of ``terms`` (or of its word family)."""
-    out = []
-    for i, w in enumerate(words(sentence)):
-        stem = content_terms(w)
-        if stem and any(_same(stem[0], t) for t in terms):
-            out.append(i)
-    return out
+    stems = (content_terms(w) for w in words(sentence))
+    return [i for i, stem in enumerate(stems) if stem and any(_same(stem[0], t) for t in terms)]
 
 
 _PRONOUN_LEAD = re.compile(r"^\W*(?:he|she|it|they|his|her|its|their)\b", re.IGNORECASE)
@@ -117,19 +104,14 @@ def unvisited(question: str, plan: dict[str, Any], memory: list[dict[str, Any]])
     of the name and at most three other words) nor read on a page about them."""
     queries = [set(content_terms(q)) for s in plan.get("steps", []) for q in s.get("queries") or []]
     pages = [set(content_terms(f"{m['source']} {m.get('summary_title', '')}")) for m in memory if m.get("source")]
-    out = []
-    for name in searchable_names(question):
-        terms = set(content_terms(name))
-        if (
-            terms
-            and not any(terms <= q and len(q - terms) <= 3 for q in queries)
-            and not any(terms <= p for p in pages)
-        ):
-            out.append((name, "", name))
-    return out
+    named = [(name, set(content_terms(name))) for name in searchable_names(question)]
+    searched = [(n, t) for n, t in named if t and not any(t <= q and len(q - t) <= 3 for q in queries)]
+    return [(n, "", n) for n, t in searched if not any(t <= p for p in pages)]
 
 
-def bridges(question: str, memory: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+def bridges(
+    question: str, memory: list[dict[str, Any]], searched: set[str] = frozenset()
+) -> list[tuple[str, str, str]]:
     """``(name, source, query)`` for the names the best evidence for ``question`` gives that the
     question does not: what the answer is about when it lies one hop further (the bridge).
 
@@ -146,9 +128,12 @@ def bridges(question: str, memory: list[dict[str, Any]]) -> list[tuple[str, str,
         for s in [*split_sentences(str(m.get("summary", ""))), *m.get("extraction", [])]
         if not PADDING.match(s)
     ]
-    # What each source is about: its file name or address and its title ("Neighbours.txt").
+    # What each source is about: the titles its file name or address and its summary give ("Neighbours.txt").
     about = {
-        str(m.get("source")): set(content_terms(f"{m.get('source')} {m.get('summary_title') or ''}")) for m in memory
+        str(m.get("source")): [
+            set(content_terms(t)) for t in (_page_title(str(m.get("source"))), m.get("summary_title") or "")
+        ]
+        for m in memory
     }
     asked = set(content_terms(question))
     question_names = [t for t in (set(content_terms(n)) for n in names(question)) if t]
@@ -186,7 +171,7 @@ def bridges(question: str, memory: list[dict[str, Any]]) -> list[tuple[str, str,
         # Evidence whose subject is a pronoun ("He starred as Benton Fraser" on "Paul Gross") is about
         # its page's title: a subject the question does not name is a bridge too, after the nearest name.
         best = next(x for x, src in ranked if src == source)
-        title = re.sub(r"\s*\(.*?\)|\.\w+$", "", source.rsplit("/", 1)[-1]) if _PRONOUN_LEAD.match(best) else ""
+        title = _page_title(source) if _PRONOUN_LEAD.match(best) else ""
         for n in names(title, fragment=True)[:1]:
             terms = set(content_terms(n))
             if terms and not terms <= known and not any(q <= terms or terms <= q for q in question_names):
@@ -200,9 +185,7 @@ def bridges(question: str, memory: list[dict[str, Any]]) -> list[tuple[str, str,
             if not _positions(text, set(content_terms(w))) and not set(content_terms(w)) <= named | known - asked
         ]
         query = " ".join(_nearest_asked(question, unmatched))
-        beyond = {
-            n: [x for x in sentences if x[1] != source and set(content_terms(n)) <= about[x[1]]] for n in candidates
-        }
+        beyond = {n: [x for x in sentences if x[1] != source and _titled(n, about[x[1]])] for n in candidates}
         open_ = [n for n in candidates if not beyond[n]]
         # The nearest name alone, then the others in one query: the nearest is often not the bridge
         # ("historical figures of X" beside "based on the story of Y"), and term weighting over the
@@ -211,13 +194,27 @@ def bridges(question: str, memory: list[dict[str, Any]]) -> list[tuple[str, str,
         if pool := open_[1 : POOLED + 1]:
             once = dict.fromkeys(f"{' '.join(pool)} {query}".split())  # each word once
             unfollowed.append((", ".join(pool), source, " ".join(once)))
-        if not beyond[candidates[0]]:
+        # The nearest name whose own page was read is the next hop (the others, if it leads nowhere);
+        # a farther name's page (a pooled search read it) once the nearest unread name was searched.
+        hop = next((n for n in candidates if beyond[n]), None)
+        if hop is None or (hop != candidates[0] and unfollowed[0][2].lower() not in searched):
             return unfollowed
-        # The nearest name's own page was read: it is the next hop (the others, if it leads nowhere).
         fallback = fallback or unfollowed
-        known |= set(content_terms(candidates[0]))
-        pool = beyond[candidates[0]]
+        known |= set(content_terms(hop))
+        pool = beyond[hop]
     return fallback
+
+
+def _page_title(source: str) -> str:
+    """The title a file name or address gives, without its extension or disambiguation."""
+    return re.sub(r"\s*\(.*?\)|\.\w+$", "", source.rsplit("/", 1)[-1])
+
+
+def _titled(name: str, titles: list[set[str]]) -> bool:
+    """Whether a page with these titles is the page of ``name``: a title of the name's words and one more
+    at most (the page of "Women of the World" is not "2004 FIFA U-19 Women's World Championship")."""
+    terms = set(content_terms(name))
+    return bool(terms) and any(terms <= title and len(title - terms) <= 1 for title in titles)
 
 
 def _new_names(
@@ -230,9 +227,8 @@ def _new_names(
     out = {}
     for name in names(sentence):
         terms = set(content_terms(name))
-        if not terms or terms <= known or any(q <= terms for q in question_names):
-            continue
-        if re.fullmatch(rf"(?:{MONTH})(?:\s+\d+)*", name, re.IGNORECASE):
+        date = re.fullmatch(rf"(?:{MONTH})(?:\s+\d+)*", name, re.IGNORECASE)
+        if date or not terms or terms <= known or any(q <= terms for q in question_names):
             continue
         at = _positions(sentence, terms)
         near = min((abs(p - q) for p in at for q in related), default=99) if related else min(at, default=99)

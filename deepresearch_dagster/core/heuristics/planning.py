@@ -132,10 +132,7 @@ def split_lead(text: str) -> tuple[str | None, str]:
 
 def entity_of(text: str) -> str:
     """The named subject of a lead: "Acme Robotics, the Lisbon-based startup" → "Acme Robotics"."""
-    text = text.strip(" :,.;-—")
-    lead = IMPERATIVE.match(text)
-    if lead:
-        text = text[lead.end() :]
+    text = IMPERATIVE.sub("", text.strip(" :,.;-—"), count=1)
     # "Where does Acme, the Lisbon startup, stand…": the subject follows the question's lead words.
     asked = QUESTION_LEAD.match(text)
     if asked and asked.end() < len(text) and text[asked.end() :][:1].isupper():
@@ -194,10 +191,8 @@ def enumerated_parts(raw: str) -> tuple[str, list[str]] | None:
     expected = [str(i) for i in range(1, len(labels) + 1)] if labels[0].isdigit() else list("abcdefgh"[: len(labels)])
     if labels != expected:
         return None
-    parts = []
-    for i, m in enumerate(markers):
-        end = markers[i + 1].start() if i + 1 < len(markers) else len(text)
-        parts.append(text[m.end() : end])
+    ends = [m.start() for m in markers[1:]] + [len(text)]
+    parts = [text[m.end() : end] for m, end in zip(markers, ends, strict=True)]
     # The last part ends where the instructions begin ("… (4) governance. Be specific…").
     parts[-1] = re.split(r"(?<=[.!?])\s+(?=[A-Z])", parts[-1].strip(), maxsplit=1)[0]
     return text[: markers[0].start()], parts
@@ -226,10 +221,6 @@ def _inline_list(text: str) -> tuple[str, list[str]] | None:
 # --- plan shapes ---------------------------------------------------------------------------------
 
 
-def _expanded(entity: str, aspect: str) -> str:
-    return " ".join([entity, *topic_terms(aspect)[:6]]).strip()
-
-
 def _quoted(queries: list[str]) -> str:
     """ "'a'", "'a' and 'b'", "'a', 'b' and 'c'": every search phrase, so that whoever reads the step
     (the compressor gets its description, not its queries) knows the words it is answered in."""
@@ -252,26 +243,22 @@ def _step_for_part(part: str, entity: str) -> tuple[str, str, list[str]]:
     named = set(content_terms(entity))
     # The entity leads every query once; its name inside the part ("has Acme raised") adds nothing.
     terms = [t for t in topic_terms(part) if not set(content_terms(t)) <= named] or topic_terms(part)
-    base = " ".join(terms[:8])
-    queries = [f"{entity} {base}".strip()]
-    # A long part names more aspects than one query holds: the rest are searched together, so
+    # A long part names more aspects than one query holds: the rest are searched six at a time, so
     # "…, cash, runway and the FY2026 budget" is looked for too (searches run in this order).
-    for i in range(8, len(terms), 6):
-        queries.append(f"{entity} {' '.join(terms[i : i + 6])}".strip())
-    aspects = [_expanded(entity, a) for a in sub_aspects(part) or ([part] if len(terms) <= 3 else [])]
+    chunks = [terms[:8], *(terms[i : i + 6] for i in range(8, len(terms), 6))]
+    queries = [f"{entity} {' '.join(chunk)}".strip() for chunk in chunks]
+    aspects = sub_aspects(part) or ([part] if len(terms) <= 3 else [])
     # Only the aspect queries that search for a word no earlier query has (searches are few).
     searched = {t for q in queries for t in content_terms(q)}
-    for query in aspects:
-        new = set(content_terms(query)) - searched
-        if new:
+    for query in (" ".join([entity, *topic_terms(a)[:6]]).strip() for a in aspects):
+        if new := set(content_terms(query)) - searched:
             queries.append(query)
             searched |= new
     if len(queries) == 1 and len(terms) > 1:
         queries.append(f"{entity} {terms[0]}".strip())
-    title = part_title(part)
     about = f" of {entity}" if entity else ""
     description = f"Find the {part}{about}. Search the documents for {_quoted(queries)} and {DOCUMENT_GUIDANCE}"
-    return title, description, queries
+    return part_title(part), description, queries
 
 
 # How to read documents for a step: guidance for a model researcher, not the step's topic (the
@@ -284,15 +271,22 @@ NOUN_DELIVERABLES = {"brief", "briefing", "report", "memo", "summary", "overview
 
 
 def _title(deliverable: str | None, entity: str, fallback: str) -> str:
-    if entity and (not deliverable or (deliverable not in NOUN_DELIVERABLES and " " not in deliverable.strip())):
+    if not entity:
+        return cap_words(sentence_case(fallback), 16)
+    if not deliverable or (deliverable not in NOUN_DELIVERABLES and " " not in deliverable.strip()):
         # "Where does Acme stand…? I need a briefing for a lender" / "Summarise Acme for our board":
         # the deliverable named anywhere, else an overview of the entity.
         named = re.search(rf"\b({'|'.join(sorted(NOUN_DELIVERABLES))})\b", fallback, re.IGNORECASE)
         deliverable = named.group(1).lower() if named else "overview"
-    if (deliverable and entity and " " in deliverable.strip()) or deliverable in NOUN_DELIVERABLES:
-        name = deliverable if deliverable.lower() not in {"tell", "find", "list", "overview"} else "Overview"
-        return cap_words(sentence_case(f"{name} on {entity}" if name != "Overview" else f"Overview of {entity}"), 16)
-    return cap_words(sentence_case(fallback), 16)
+    return cap_words(
+        sentence_case(f"Overview of {entity}" if deliverable == "overview" else f"{deliverable} on {entity}"), 16
+    )
+
+
+def _parts_plan(parts: list[str], entity: str, max_steps: int, title: str) -> dict[str, Any]:
+    if len(parts) > max_steps:  # the plan is capped: the last step takes the remaining parts
+        parts = [*parts[: max_steps - 1], "; ".join(parts[max_steps - 1 :])]
+    return {"plan_title": title, "steps": [_step_for_part(p, entity) for p in parts]}
 
 
 def _enumerated_plan(raw: str, question: str, max_steps: int) -> dict[str, Any] | None:
@@ -303,49 +297,40 @@ def _enumerated_plan(raw: str, question: str, max_steps: int) -> dict[str, Any] 
     deliverable, rest = split_lead(drop_instructions(lead))
     entity = entity_of(rest) if rest.strip(" :,.") else ""
     parts = [p for p in (clean_part(p, entity) for p in parts) if p and topic_terms(p)]
-    if len(parts) < 2:
-        return None
-    if len(parts) > max_steps:  # the plan is capped: the last step takes the remaining parts
-        parts = [*parts[: max_steps - 1], "; ".join(parts[max_steps - 1 :])]
-    steps = [_step_for_part(p, entity) for p in parts]
-    return {"plan_title": _title(deliverable, entity, lead or question), "steps": steps}
+    return (
+        _parts_plan(parts, entity, max_steps, _title(deliverable, entity, lead or question)) if len(parts) > 1 else None
+    )
 
 
 def _comparison_plan(question: str, max_steps: int) -> dict[str, Any] | None:
     text = drop_instructions(question)
     if not COMPARISON.search(text):
         return None
-    body = re.sub(r"^.*?\b(?:compare|comparison\s+of|differences?\s+between)\s+", "", text, flags=re.I)
-    body = body.rstrip(" ?.")
+    body = re.sub(r"^.*?\b(?:compare|comparison\s+of|differences?\s+between)\s+", "", text, flags=re.I).rstrip(" ?.")
     aspects: list[str] = []
     split = re.split(r"\s+(?:on|in\s+terms\s+of|across|regarding|by|for)\s+", body, maxsplit=1, flags=re.I)
     if len(split) == 2:
         body, aspect_text = split
         aspects = [clean_part(a) for a in LIST_SPLIT.split(aspect_text) if clean_part(a)]
     how = re.match(r"^how\s+does\s+(.+?)\s+compare\s+(?:with|to|against)\s+(.+)$", text.rstrip(" ?."), re.I)
-    if how:
-        sides = [how.group(1), how.group(2)]
-    else:
-        sides = re.split(r"\s+(?:vs\.?|versus|and|with|to|against)\s+|\s*,\s*", body, flags=re.I)
-    entities = [entity_of(s) for s in sides if s.strip()]
-    entities = [e for e in entities if e][:4]
+    sides = (
+        list(how.groups()) if how else re.split(r"\s+(?:vs\.?|versus|and|with|to|against)\s+|\s*,\s*", body, flags=re.I)
+    )
+    entities = [e for e in (entity_of(s) for s in sides if s.strip()) if e][:4]
     if len(entities) < 2:
         return None
     versus = " vs ".join(entities)
-    steps: list[tuple[str, str, list[str]]] = []
     if aspects:
-        for aspect in aspects[:max_steps]:
-            terms = " ".join(topic_terms(aspect)[:6])
-            steps.append(
-                (
-                    cap_words(sentence_case(f"{aspect}: {versus}"), 12),
-                    f"Compare {versus} on {aspect}. Search each for '{terms}' and extract figures and dates "
-                    "for each side.",
-                    [f"{e} {terms}" for e in entities],
-                )
+        steps = [
+            (
+                cap_words(sentence_case(f"{aspect}: {versus}"), 12),
+                f"Compare {versus} on {aspect}. Search each for '{terms}' and extract figures and dates for each side.",
+                [f"{e} {terms}" for e in entities],
             )
+            for aspect, terms in ((a, " ".join(topic_terms(a)[:6])) for a in aspects[:max_steps])
+        ]
     else:  # each side searched by its name (no template words), then both together
-        steps += [(e, f"Find what the sources state about {e}.", [e]) for e in entities[: max_steps - 1]]
+        steps = [(e, f"Find what the sources state about {e}.", [e]) for e in entities[: max_steps - 1]]
         steps.append((versus, f"Find what the sources state about {versus} together.", [" ".join(entities)]))
     return {"plan_title": cap_words(f"Comparison of {' and '.join(entities)}", 16), "steps": steps}
 
@@ -371,12 +356,7 @@ def _imperative_plan(question: str, max_steps: int) -> dict[str, Any] | None:
         parts = [clean_part(p, entity) for p in LIST_SPLIT.split(match.group(2))]
         parts = [p for p in parts if p and topic_terms(p)]
         if len(parts) >= 2:
-            if len(parts) > max_steps:
-                parts = [*parts[: max_steps - 1], ", ".join(parts[max_steps - 1 :])]
-            return {
-                "plan_title": _title(deliverable, entity, rest),
-                "steps": [_step_for_part(p, entity) for p in parts],
-            }
+            return _parts_plan(parts, entity, max_steps, _title(deliverable, entity, rest))
         if len(parts) == 1:
             return _entity_steps(entity, max_steps, _title(deliverable, entity, rest), focus=parts[0])
     if QUESTION_LEAD.match(rest) or clause_breaks(rest):
@@ -433,34 +413,18 @@ def _question_plan(question: str, max_steps: int, title: str | None = None) -> d
     account = not all(specific(c) for c in clauses)
     steps = []
     if len(clauses) > 1:  # one part: its own step searches the topic (a background would read it first)
-        steps.append(
-            (
-                f"Background: {topic}",
-                f"Find background on {topic}. Search the corpus for '{topic}' and read the most relevant documents.",
-                list(dict.fromkeys([topic, *searchable_names(question)[:2]])),
-            )
-        )
+        what = f"Find background on {topic}. Search the corpus for '{topic}' and read the most relevant documents."
+        steps.append((f"Background: {topic}", what, list(dict.fromkeys([topic, *searchable_names(question)[:2]]))))
     for clause in clauses[: max(1, max_steps - len(steps) - account)]:
         # The part's content with the question's topic (its own words alone search every subject of
         # the corpus), and each name it mentions alone (a name's own page is often the first hop).
         queries = list(dict.fromkeys([content_query(clause, topic) or topic, *searchable_names(clause)]))[:3]
-        steps.append(
-            (
-                cap_words(sentence_case(clause), 14),
-                f"Answer the sub-question '{clause}?'. Search for {_quoted(queries)} and extract the facts, "
-                "figures, dates and names that answer it.",
-                queries,
-            )
-        )
+        what = f"Search for {_quoted(queries)} and extract the facts, figures, dates and names that answer it."
+        steps.append((cap_words(sentence_case(clause), 14), f"Answer the sub-question '{clause}?'. {what}", queries))
     if account and len(steps) < max_steps:
-        steps.append(
-            (
-                f"Limitations and outlook: {topic}",
-                f"Identify the limitations, risks, costs, open problems and expected timelines "
-                f"for {topic}. Search for '{topic} limitations cost outlook'.",
-                [f"{topic} limitations cost outlook", f"{topic} risks open problems"],
-            )
-        )
+        outlook = [f"{topic} limitations cost outlook", f"{topic} risks open problems"]
+        what = f"Identify the limitations, risks, costs, open problems and expected timelines for {topic}."
+        steps.append((f"Limitations and outlook: {topic}", f"{what} Search for '{outlook[0]}'.", outlook))
     return {"plan_title": title or _question_title(question), "steps": steps}
 
 

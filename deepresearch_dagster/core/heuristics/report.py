@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +27,7 @@ from ..text import (
     split_sentences,
     words,
 )
-from .answer_types import MEASURE_WORDS, answered, answers, asked_kinds, specific, supplies
-from .aspects import aspect_terms
+from .answer_types import MEASURE_WORDS, answered, answers, asked_kinds, aspect_terms, specific, supplies
 from .compression import PADDING
 from .planning import enumerated_parts
 from .sentences import context_dependent, has_fact, is_fragment
@@ -88,10 +88,6 @@ class Finding:
     # by another source, quoted apart as corroboration.
     also: list[Finding] = field(default_factory=list)
 
-    @property
-    def cited(self) -> str:
-        return "".join(f"[{n}]" for n in self.cites)
-
     def quoted(self, close: bool = False) -> str:
         """The finding as the report quotes it: every sentence followed by its citations. A passage
         of several sentences ("X opened in 1865. Its final cost was £4.2 million.") cites its source
@@ -99,17 +95,13 @@ class Finding:
         (after the one closest to it when none does), so no sentence is left uncited."""
         text = closed(self.text) if close else self.text
         sentences = split_sentences(text)
-        if len(sentences) <= 1:
-            return f"{text} {self.cited}"
         cites: list[list[int]] = [[self.cites[0]] for _ in sentences]
         terms = [set(content_terms(s)) for s in sentences]
         for n in self.cites[1:]:
             other = set(content_terms(self.merged.get(n, self.text)))
             scores = [_overlap(t, other) for t in terms]
-            stated = [i for i, score in enumerate(scores) if score >= 0.6] or [
-                max(range(len(scores)), key=lambda i: (scores[i], i))
-            ]
-            for i in stated:
+            closest = max(range(len(scores)), key=lambda i: (scores[i], i))
+            for i in [i for i, score in enumerate(scores) if score >= 0.6] or [closest]:
                 cites[i].append(n)
         return " ".join(f"{s} {''.join(f'[{n}]' for n in c)}" for s, c in zip(sentences, cites, strict=True))
 
@@ -212,12 +204,6 @@ def _question_terms(question: str) -> set[str]:
     return topic_words(question) - ASPECT_WORDS
 
 
-def _step_terms(step: dict[str, Any], common: set[str]) -> set[str]:
-    """A step's own topic: its title and description, without the words every step shares."""
-    text = f"{step['title']} {step.get('description', '')}"
-    return (topic_words(text) - common) | aspect_terms(step["title"])
-
-
 def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> dict[str, dict[str, str]]:
     """By artifact file, the sentence before each quoted sentence that leans on it, from the raw output
     and within its paragraph: "Its final cost was £4.2 million" reads alone only after "The main
@@ -250,9 +236,12 @@ def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> 
 def findings(payload: dict[str, Any]) -> list[Finding]:
     """Usable, on-topic, de-duplicated findings, each placed under the step it answers best."""
     question = _question_terms(payload["question"])
-    steps = _all_steps(payload["plan"])
-    common = question.copy()
-    step_terms = {str(s["step_id"]): _step_terms(s, common) for s in steps}
+    # A step's own topic: its title and description, without the question's words every step shares.
+    step_terms = {
+        str(s["step_id"]): (topic_words(f"{s['title']} {s.get('description', '')}") - question)
+        | aspect_terms(s["title"])
+        for s in _all_steps(payload["plan"])
+    }
     out: list[Finding] = []
     order = 0
     led: set[tuple[int, str]] = set()
@@ -337,10 +326,7 @@ def term_weights(found: list[Finding]) -> dict[str, float]:
     """How much sharing each word says, from 0.5 (a word in every finding: the research's own topic,
     "Kestrel Bay heat network") to 2 (a word in one: "outturn"); an inverse document frequency over
     the findings."""
-    df: dict[str, int] = {}
-    for f in found:
-        for t in f.terms:
-            df[t] = df.get(t, 0) + 1
+    df = Counter(t for f in found for t in f.terms)
     n = len(found)
     scale = math.log(n + 1) or 1.0
     return {t: 0.5 + 1.5 * math.log((n + 1) / k) / scale for t, k in df.items()}
@@ -414,7 +400,7 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
         aspects = aspect_terms(unresolved[k])
         part_terms = own[k] | aspects
         # The step that asks this part: its findings rank higher (HOME_WEIGHT).
-        home = max(steps, key=lambda s: len(part_terms & set(content_terms(s["title"]))), default=None)
+        home = max(steps, key=lambda s: len(part_terms & set(content_terms(s["title"]))), default={"step_id": ""})
         # Candidates share a word that this part asks about and the others do not (the
         # expansion of "caused" into "because", "due" only ranks them).
         others = set().union(*(terms for i, terms in enumerate(own) if i != k))
@@ -429,7 +415,7 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
             for f in found
             if f.terms & distinctive or (kinds and f.terms & answer_terms and supplies(f.text, set(kinds)))
         ]
-        home_id = str(home["step_id"]) if home else ""
+        home_id = str(home["step_id"])
         stress = frozenset(own[k] - others - subject)
         # The part's own words say more than the generic words of its aspect ("causes", "due").
         mine = {t: w * (0.5 if t in aspects - own[k] else 1.0) for t, w in weights.items()}
@@ -455,18 +441,12 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
         best = (hits or pool)[:1]
         # The best answer to this part already answers an earlier one ("It opened on 21 November
         # 2022, 219 days after the contract date"): the two parts share that paragraph.
-        shared = next(
-            (
-                i
-                for i, (_, quoted) in enumerate(out)
-                if best and kinds and supplies(best[0].text, set(kinds)) and any(f is best[0] for f in quoted)
-            ),
-            None,
-        )
+        shared = None
+        if best and kinds and supplies(best[0].text, set(kinds)):
+            shared = next((i for i, (_, quoted) in enumerate(out) if any(f is best[0] for f in quoted)), None)
         pool = [f for f in pool if id(f) not in used]
         hits = [f for f in hits if id(f) not in used]
-        if shared is not None:
-            limit = 0  # answered there; more quotes would only be this part's weaker candidates
+        limit = 0 if shared is not None else limit  # answered there: more would be weaker candidates
         picked = _distinct(hits or pool, limit)
         if len(picked) < limit and not (kinds and hits):
             # Too few findings use the part's words: add the best of those found for the step that asks it.
@@ -492,22 +472,16 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
     return out
 
 
-def unanswered_parts(payload: dict[str, Any]) -> list[str]:
-    """The question's parts that no finding answers (``answered``): the critic's gaps. The report
-    quotes every finding, so a part it names unanswered is one no quoted sentence answers."""
-    texts = [f.text for f in findings(payload)]
-    return [part for part in parts_of(payload["question"]) if answered(part, texts) is None]
-
-
-def unanswered_steps(payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """The plan's steps with no finding placed under them nor answering their title (``answered``)."""
+def unanswered(payload: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The question's parts that no finding answers (``answered``), and the plan's steps with no
+    finding placed under them nor answering their title: the critic's gaps. The report quotes every
+    finding, so a part it names unanswered is one no quoted sentence answers."""
     found = findings(payload)
     texts = [f.text for f in found]
-    return [
-        s
-        for s in payload["plan"]["steps"]
-        if not any(f.placed == str(s["step_id"]) for f in found) and answered(str(s["title"]), texts) is None
-    ]
+    parts = [part for part in parts_of(payload["question"]) if answered(part, texts) is None]
+    placed = {f.placed for f in found}
+    steps = payload["plan"]["steps"]
+    return parts, [s for s in steps if str(s["step_id"]) not in placed and answered(str(s["title"]), texts) is None]
 
 
 def _distinct(ranked: list[Finding], limit: int) -> list[Finding]:
@@ -542,9 +516,7 @@ def _exec_summary(payload: dict[str, Any]) -> str:
     if not found:
         return NO_FINDINGS  # a notice, not a claim: nothing to cite
     paragraphs: list[str] = []
-    for asked, picked in _answers(payload):
-        if not picked:
-            continue
+    for asked, picked in (answer for answer in _answers(payload) if answer[1]):
         # The part itself as the paragraph's lead: "What did the tunnel cost?" reads; a lead with its
         # question words cut ("Large is the tunnel") does not.
         lead = " ".join(sentence_case(part) + ("?" if _ASKS.match(part) else ".") for part in asked)
@@ -604,12 +576,8 @@ def corroborated(payload: dict[str, Any]) -> list[list[Finding]]:
 def _analysis(payload: dict[str, Any]) -> str:
     rounds = payload.get("critic_rounds", [])
     backed = corroborated(payload)
-    parts = []
-    if backed:
-        parts.append(CORROBORATED_INTRO)
-        parts.append("\n".join("- " + " ".join(f.quoted(close=True) for f in group[:3]) for group in backed[:6]))
-    else:
-        parts.append(f"{NONE_CORROBORATED}.")
+    bullets = "\n".join("- " + " ".join(f.quoted(close=True) for f in group[:3]) for group in backed[:6])
+    parts = [CORROBORATED_INTRO, bullets] if backed else [f"{NONE_CORROBORATED}."]
     if rounds:
         scores = ", ".join(f"round {r['round']}: {r['verdict']['sufficiency']}/10" for r in rounds)
         parts.append(f"The critic's sufficiency scores were {scores}.")
@@ -620,10 +588,8 @@ def _analysis(payload: dict[str, Any]) -> str:
 
 
 def _limitations(payload: dict[str, Any]) -> str:
-    lines = [
-        "- Every finding is a sentence quoted from a compressed source summary, not a synthesis."
-    ]
-    empty = [s["title"] for s in unanswered_steps(payload)]
+    lines = ["- Every finding is a sentence quoted from a compressed source summary, not a synthesis."]
+    empty = [s["title"] for s in unanswered(payload)[1]]
     if empty:
         lines.append("- No usable finding answers: " + "; ".join(f"'{t}'" for t in empty) + ".")
     return "\n".join(lines)
@@ -664,27 +630,20 @@ def reconcile_corroboration(markdown: str) -> str:
     """After citation verification: a finding left with fewer than two citations is no longer
     "stated by two or more sources"; drop it from that list (and the list if it empties). A report
     whose Analysis names no corroborated finding says all its extracted claims rest on one source."""
-    markdown = _corroborated_list(markdown)
+    at = markdown.find(CORROBORATED_INTRO)
+    after = markdown[at + len(CORROBORATED_INTRO) :]
+    match = re.match(r"\s*\n((?:- .*(?:\n|$))+)", after) if at >= 0 else None
+    if match:
+        bullets = [line for line in match.group(1).splitlines() if len(set(re.findall(r"\[(\d+)\]", line))) >= 2]
+        if bullets:
+            block = CORROBORATED_INTRO + "\n\n" + "\n".join(bullets) + "\n"
+        else:
+            block = f"{NONE_CORROBORATED} once citations were verified.\n"
+        markdown = markdown[:at] + block + after[match.end() :]
     if NONE_CORROBORATED in markdown:
         all_single = r"All \1 claims extracted from the sources rest on a single source"
         markdown = _SINGLE_SOURCE_COUNT.sub(all_single, markdown)
     return markdown
-
-
-def _corroborated_list(markdown: str) -> str:
-    at = markdown.find(CORROBORATED_INTRO)
-    if at < 0:
-        return markdown
-    after = markdown[at + len(CORROBORATED_INTRO) :]
-    match = re.match(r"\s*\n((?:- .*(?:\n|$))+)", after)
-    if not match:
-        return markdown
-    bullets = [line for line in match.group(1).splitlines() if len(set(re.findall(r"\[(\d+)\]", line))) >= 2]
-    if bullets:
-        block = CORROBORATED_INTRO + "\n\n" + "\n".join(bullets) + "\n"
-    else:
-        block = f"{NONE_CORROBORATED} once citations were verified.\n"
-    return markdown[:at] + block + after[match.end() :]
 
 
 def rewrite_from_source(sentence: str, entries: list[dict[str, Any]]) -> str:

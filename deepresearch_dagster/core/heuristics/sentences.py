@@ -122,8 +122,7 @@ def has_verb(sentence: str) -> bool:
     # Compound adjectives ("lithium-based", "well-known") are not verbs.
     tokens = [w.lower() for w in words(re.sub(r"\w+(?:-\w+)+", "compound", sentence))]
     for i, w in enumerate(tokens):
-        near = tokens[max(0, i - 1) : i + 2]
-        if w == "may" and any(t.isdigit() for t in near):
+        if w == "may" and any(t.isdigit() for t in tokens[max(0, i - 1) : i + 2]):
             continue  # the month in a dateline ("Evening Courier, 12 May 2024"), not "may fail"
         if w in _AUX or w in IRREGULAR:
             return True
@@ -195,9 +194,7 @@ def looks_english(text: str) -> bool:
 
 def looks_like_code(text: str) -> bool:
     s = text.strip()
-    if _CODE_START.match(s):
-        return True
-    return bool(s) and len(_CODE_CHAR.findall(s)) / len(s) > 0.06
+    return bool(_CODE_START.match(s)) or (bool(s) and len(_CODE_CHAR.findall(s)) / len(s) > 0.06)
 
 
 def has_fact(text: str) -> bool:

@@ -118,12 +118,11 @@ def question_parts(question: str, resolve: bool = True) -> list[str]:
     Tunnel funded" (a part's "it"/"them" is the nearest earlier part's subject, unless not ``resolve``)."""
     text = " ".join(question.split())
     bounds = [0, *(x for m in clause_breaks(text) for x in m.span()), len(text)]
-    pieces = [text[a:b].strip(" ,.?;:") for a, b in zip(bounds[::2], bounds[1::2], strict=True)]
-    parts = [c for c in pieces if c]
+    pieces = (text[a:b].strip(" ,.?;:") for a, b in zip(bounds[::2], bounds[1::2], strict=True))
     out: list[str] = []
     subject: str | None = None
-    for part in parts:
-        if subject and out and resolve:
+    for part in (c for c in pieces if c):
+        if subject and resolve:  # a subject is known from an earlier part
             part = _PRONOUN.sub(lambda m, s=subject: f"{s}'s" if m.group(1) else s, part)
         out.append(part)
         subject = antecedent(part) or subject
@@ -152,13 +151,12 @@ def topic_words(text: str) -> set[str]:
 def topic_terms(text: str, drop_aspects: bool = False) -> list[str]:
     """Distinct topic words of ``text`` (hyphenated words kept whole), without task words."""
     skip = INSTRUCTION_WORDS | (ASPECT_WORDS if drop_aspects else set())
-    seen: dict[str, str] = {}
-    for w in HYPHENATED.findall(fold(text)):
-        low = w.lower()
-        terms = content_terms(low.replace("-", " "))
-        if terms and not set(terms) <= skip and low not in seen and low not in STOPWORDS:
-            seen[low] = low
-    return list(seen.values())
+    kept: dict[str, None] = {}
+    for low in (w.lower() for w in HYPHENATED.findall(fold(text))):
+        terms = set(content_terms(low.replace("-", " ")))
+        if terms and not terms <= skip and low not in STOPWORDS:
+            kept[low] = None
+    return list(kept)
 
 
 _QUOTED = re.compile(r'["“]([^"”]{2,80})["”]')

@@ -25,11 +25,10 @@ def arguments_for(schema: dict[str, Any], query: str) -> dict[str, Any] | None:
     out: dict[str, Any] = {}
     for name in schema.get("required") or []:
         spec = properties.get(name) if isinstance(properties.get(name), dict) else {}
+        kind = spec.get("type")
         if "default" in spec:
             out[name] = spec["default"]  # required all the same: sent as the schema suggests
-            continue
-        kind = spec.get("type")
-        if kind == "string" and "enum" not in spec:
+        elif kind == "string" and "enum" not in spec:
             out[name] = query
         elif kind in ("integer", "number") and "minimum" in spec:
             out[name] = spec["minimum"]

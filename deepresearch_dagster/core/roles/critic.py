@@ -9,12 +9,13 @@ from pydantic import BaseModel, Field
 from ..context import ResearchContext
 from ..errors import MODEL_FAILURES, BudgetExceeded
 from ..heuristics.critique import critique_heuristically
+from ..heuristics.terms import names
 from ..llm.contracts import CRITIC
 from ..llm.prompts import render
 from ..llm.structured import call_structured, record_fallback
 from ..models import CriticVerdict, Gap, PlanStep, ResearchPlan
 
-__all__ = ["CriticRound", "CriticVerdict", "Gap", "critique", "followup_steps"]
+__all__ = ["CriticRound", "CriticVerdict", "Gap", "chain_advancing", "critique", "followup_steps"]
 
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 
@@ -74,3 +75,13 @@ def followup_steps(round_: int, verdict: CriticVerdict, limit: int, asked: set[s
         if len(steps) >= limit:
             break
     return steps
+
+
+def chain_advancing(verdict: CriticVerdict, question: str, added: list[dict[str, Any]]) -> bool:
+    """Whether a gap follows a name the question does not give and only the last round's new sources
+    state: a chain of hops (A's page names B, B's page names C) reached its next hop in that round,
+    so one more round may reach the answer. A gap the earlier evidence already named is not progress."""
+    said = " ".join(f"{m.get('summary', '')} {' '.join(m.get('extraction') or [])}" for m in added).lower()
+    asked = {n.lower() for n in names(question)}
+    hops = {n.lower() for g in verdict.gaps for n in names(g.suggested_query, fragment=True)}
+    return any(n in said for n in hops - asked)

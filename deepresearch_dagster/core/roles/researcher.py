@@ -39,7 +39,7 @@ from ..tools.web_tools import fetch_tool, search_tool
 from ..untrusted import data_marker, set_aside, spotlight, suspected_sources
 from ..web.search import FallbackSearch, providers_from_settings
 from .compressor import StepContext, compress
-from .critic import CriticRound, critique, followup_steps
+from .critic import CriticRound, chain_advancing, critique, followup_steps
 from .provenance import Provenance
 from .retrieval import close_ranked, rank_results, run_concurrently
 
@@ -522,7 +522,9 @@ def _reflect(
     if settings.depth == 0:
         return "depth 0: no reflection round", True
     asked = {q.lower() for s in plan.steps for q in s.queries}
-    for round_ in range(1, settings.depth + 2):
+    added = 0  # where the last follow-up round's sources begin in memory
+    # One round beyond the depth for a chain of hops whose last round reached its next hop.
+    for round_ in range(1, settings.depth + 3):
         verdict, fallback = critique(ctx, plan, state.memory, followups)
         ctx.log(f"critic round {round_}: sufficiency {verdict.sufficiency}/10, {len(verdict.gaps)} gap(s)")
 
@@ -532,7 +534,8 @@ def _reflect(
         if verdict.sufficiency >= settings.sufficiency_threshold:
             close("sufficient")
             return "sufficient", True
-        if round_ > settings.depth:
+        chain = round_ == settings.depth + 1 and chain_advancing(verdict, ctx.question, state.memory[added:])
+        if round_ > settings.depth and not chain:
             close("max_iterations")
             return f"max iterations ({settings.depth}) reached at sufficiency {verdict.sufficiency}/10", False
         if ctx.budget.reduce_scope:
@@ -553,7 +556,7 @@ def _reflect(
         )
         followups.extend(steps)
         ctx.lineage.record_followup_steps(ctx.partition_key, steps, len(plan.steps) + len(followups) - len(steps))
-        sources_before = set(state.sources)
+        sources_before, added = set(state.sources), len(state.memory)
         eta.total += len(steps)
         for step in steps:
             ctx.log(f"follow-up {step.step_id}: {step.title}{eta.note()}")
