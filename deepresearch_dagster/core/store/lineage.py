@@ -85,6 +85,8 @@ MAX_HOLD_S = 2.0
 # as soon as the process pauses this long between statements (by the lease's thread, while the
 # research waits for a model or a page), and before the connection is let go.
 COMMIT_EVERY_S = 0.5
+# How long the file stays free after a MAX_HOLD_S let-go before the lease's thread opens it again.
+REOPEN_GAP_S = 0.05
 COMMIT_IDLE_S = 0.02
 _POLL_S = 0.01
 # Waiting for the lock file: poll interval and the give-up time.
@@ -248,6 +250,12 @@ class _Lease:
         self.queue_lock = threading.Lock()
         self.failure: BaseException | None = None
         self.retry_at = 0.0  # the lease's thread tries queued units again from then
+        # After letting go at MAX_HOLD_S while the process is busy, the lease's thread opens the
+        # file again from then (REOPEN_GAP_S later), so the next statement finds it open.
+        self.reopen_at: float | None = None
+        # Compressions this process wrote or read (content-addressed: a key's row never changes),
+        # so a cache hit does not wait for the connection, a connect or the queue.
+        self.compressions: dict[str, tuple[str, bool, int, int]] = {}
         self._reaper: threading.Thread | None = None
         self._reaper_lock = threading.Lock()
 
@@ -396,6 +404,7 @@ class _Lease:
         """Roll the grouped transaction back and commit again what came before ``mark``."""
         assert self.conn is not None
         keep = self.journal[:mark]
+        self.compressions.clear()  # a queued compression may be among what is rolled back
         self.txn_open = False
         self.journal.clear()
         with suppress(duckdb.Error):
@@ -420,6 +429,8 @@ class _Lease:
             with self.lock:
                 with self.queue_lock:
                     self.sessions -= 1
+                if self.sessions == 0:
+                    self.compressions.clear()  # kept for a run, not for the process's life
                 if self.sessions == 0 and self.in_use == 0:
                     self._close()
                     self._raise_failure()
@@ -436,6 +447,7 @@ class _Lease:
             raise
         self.opens += 1
         self.opened_at = self.last_used = time.monotonic()
+        self.reopen_at = None
         if self.sessions:
             self._start_reaper()
 
@@ -515,16 +527,25 @@ class _Lease:
                             self.failure = self.failure or exc
                         continue
                 if self.conn is None:
-                    if self._retire():
+                    if self.reopen_at is not None and now >= self.reopen_at:
+                        self.reopen_at = None
+                        if self.sessions and not self._others_waiting():
+                            self._open()  # off the research's path: it is waiting on a call
+                            continue
+                    if self.reopen_at is None and self._retire():
                         return
                     continue
+                idle = now - self.last_used >= LINGER_S
                 if self.sessions == 0 or (
-                    self.lets_go
-                    and (
-                        now - self.last_used >= LINGER_S or now - self.opened_at >= MAX_HOLD_S or self._others_waiting()
-                    )
+                    self.lets_go and (idle or now - self.opened_at >= MAX_HOLD_S or self._others_waiting())
                 ):
                     self._close()
+                    if self.sessions and not idle and not self.yield_next:
+                        # Let go at MAX_HOLD_S while busy: a process outside the lock protocol
+                        # gets the file for REOPEN_GAP_S, then it is opened again ahead of the
+                        # research's next statement (a waiting process of ours gets it first).
+                        self.reopen_at = now + REOPEN_GAP_S
+                        continue
                     if self._retire():
                         return
                 if self.txn_open and (
@@ -728,13 +749,18 @@ class LineageStore:
         """The write of a frequent call (an LLM call, a tool call, their summaries and caches):
         queued inside a session, written by the lease's thread while the research waits (module
         docstring); at once outside a session."""
+        self._queued_unit(lambda conn: conn.execute(sql, params))
+
+    def _queued_unit(self, write: Callable[[Any], Any]) -> None:
+        """:meth:`_queued` for a method of several statements (``write(conn)``), atomic either way."""
         lease = self._lease
         if lease is not None and lease.sessions:
             unit = _Unit()
-            unit.execute(sql, params)
+            write(unit)
             lease.defer(unit)
             return
-        self._exec(sql, params)
+        with self._transaction() as conn:
+            write(conn)
 
     def query(
         self, sql: str, params: list[Any] | None = None, reads: frozenset[str] | None = None
@@ -932,18 +958,18 @@ class LineageStore:
     def record_context(self, partition_key: str, step_id: str, messages: list[dict[str, str]]) -> None:
         from ..text import estimate_tokens
 
-        with self._transaction() as conn:
+        rows = [
+            [partition_key, step_id, i, m["role"], m["content"], estimate_tokens(m["content"])]
+            for i, m in enumerate(messages)
+        ]
+
+        def write(conn: Any) -> None:
             conn.execute(
                 "DELETE FROM context_messages WHERE partition_key = ? AND step_id = ?", [partition_key, step_id]
             )
-            _insert_rows(
-                conn,
-                "INSERT INTO context_messages VALUES (?, ?, ?, ?, ?, ?)",
-                [
-                    [partition_key, step_id, i, m["role"], m["content"], estimate_tokens(m["content"])]
-                    for i, m in enumerate(messages)
-                ],
-            )
+            _insert_rows(conn, "INSERT INTO context_messages VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+        self._queued_unit(write)  # written by the lease's thread inside a session (a step's end)
 
     # -- LLM calls -----------------------------------------------------------------------
     def record_llm_call(
@@ -1036,16 +1062,23 @@ class LineageStore:
     # -- compression cache -----------------------------------------------------------------
     def get_compression(self, cache_key: str) -> tuple[dict[str, Any], bool, dict[str, int]] | None:
         """The cached result, whether it is the fallback's, and its grounding counts."""
-        rows = self.query(
-            "SELECT result, fallback, grounded, dropped FROM compressions WHERE cache_key = ?",
-            [cache_key],
-            reads=frozenset({"compressions"}),
-        )
-        if not rows:
-            return None
-        row = rows[0]
-        grounding = {"grounded": row["grounded"] or 0, "dropped": row["dropped"] or 0}
-        return json.loads(row["result"]), bool(row["fallback"]), grounding
+        memo = self._lease.compressions if self._lease is not None else None
+        row = memo.get(cache_key) if memo is not None else None
+        if row is None:
+            rows = self.query(
+                "SELECT result, fallback, grounded, dropped FROM compressions WHERE cache_key = ?",
+                [cache_key],
+                # The queued compressions of this process are in the memo: only they could
+                # answer, so none has to be written first.
+                reads=frozenset() if memo is not None else frozenset({"compressions"}),
+            )
+            if not rows:
+                return None
+            r = rows[0]
+            row = (r["result"], bool(r["fallback"]), r["grounded"] or 0, r["dropped"] or 0)
+            if memo is not None:
+                memo[cache_key] = row
+        return json.loads(row[0]), row[1], {"grounded": row[2], "dropped": row[3]}
 
     def put_compression(
         self,
@@ -1058,20 +1091,14 @@ class LineageStore:
         grounding: dict[str, int] | None = None,
     ) -> None:
         grounding = grounding or {}
+        row = (json.dumps(result, sort_keys=True), fallback, grounding.get("grounded", 0), grounding.get("dropped", 0))
         self._queued(
             "INSERT OR REPLACE INTO compressions (cache_key, raw_sha256, compressor_model, prompt_version, "
             "result, fallback, grounded, dropped) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                cache_key,
-                raw_sha256,
-                model,
-                prompt_version,
-                json.dumps(result, sort_keys=True),
-                fallback,
-                grounding.get("grounded", 0),
-                grounding.get("dropped", 0),
-            ],
+            [cache_key, raw_sha256, model, prompt_version, *row],
         )
+        if self._lease is not None:
+            self._lease.compressions[cache_key] = row
 
     def run_spending(self, run_id: str) -> dict[str, Any]:
         """What a run has spent so far, so each Dagster op resumes the same budget ledger."""
