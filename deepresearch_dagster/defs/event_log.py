@@ -7,10 +7,14 @@ the file's last connection, a WAL checkpoint (another fsync) on close — 15-30 
 this machine's disk, 1.3-2.5 s per research, all of it between the research's model calls.
 
 While :func:`held_event_log` is active, the storage keeps one connection per database it writes
-(the run's own and the index) and reuses it. Nothing else changes: every event is still its own
-transaction, committed (WAL, ``synchronous=FULL``, fsync'd) before the run goes on, so an event
-is on disk at the same moment as before; the WAL is checkpointed when the connection closes at
-the run's end (or by SQLite's auto-checkpoint). SQLite's WAL mode lets other processes (the
+(the run's own and the index) and reuses it. Every event is still its own transaction, committed
+before the run goes on; the connection uses ``synchronous=NORMAL``, SQLite's recommended setting
+in WAL mode: the commit is written to the WAL but not fsync'd, the WAL is fsync'd at each
+checkpoint (SQLite's auto-checkpoint, and when the connection closes at the run's end). A killed
+process loses no event (they are in the operating system's cache); a power cut may lose a run's
+last events, never corrupt the file (the run then shows as unfinished, and the launcher's stale-run
+reconciliation marks it failed, as for a killed one). The project's own records (raw outputs,
+lineage) keep their fsyncs. SQLite's WAL mode lets other processes (the
 webserver, the daemon, another run) read and write the same files while a connection is open: an
 idle connection holds no lock. Other storages (Postgres, a consolidated SQLite log) are left as
 they are.
@@ -28,12 +32,19 @@ from typing import Any
 from dagster import DagsterInstance
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, event
 from sqlalchemy.pool import NullPool, StaticPool
 
 _LOCK = threading.Lock()
 # storage id → [runs holding it, {shard: engine}]
 _HELD: dict[int, list[Any]] = {}
+
+
+def _wal_normal(dbapi_connection: Any, _record: Any) -> None:
+    # SQLite's recommended setting in WAL mode: a commit is not fsync'd, the WAL is at each
+    # checkpoint. A killed process loses nothing (the commit is in the OS's cache); only a power
+    # cut can lose the last events, never corrupt the file (module docstring).
+    dbapi_connection.execute("PRAGMA synchronous=NORMAL")
 
 
 def _held_connect(storage: SqliteEventLogStorage, engines: dict[str, Any]) -> Any:
@@ -50,6 +61,7 @@ def _held_connect(storage: SqliteEventLogStorage, engines: dict[str, Any]) -> An
                     poolclass=StaticPool,  # the one connection, reused (under _db_lock)
                     connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False},
                 )
+                event.listen(engine, "connect", _wal_normal)
             with engine.connect() as conn, conn.begin():
                 yield conn
 

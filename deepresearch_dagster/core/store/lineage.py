@@ -86,7 +86,7 @@ MAX_HOLD_S = 2.0
 # research waits for a model or a page), and before the connection is let go.
 COMMIT_EVERY_S = 0.5
 # How long the file stays free after a MAX_HOLD_S let-go before the lease's thread opens it again.
-REOPEN_GAP_S = 0.05
+REOPEN_GAP_S = 0.02
 COMMIT_IDLE_S = 0.02
 _POLL_S = 0.01
 # Waiting for the lock file: poll interval and the give-up time.
@@ -423,6 +423,12 @@ class _Lease:
     def session(self) -> Iterator[None]:
         with self.queue_lock:  # not self.lock: the lease's thread may be writing or closing
             self.sessions += 1
+            first = self.sessions == 1
+        if first and self.lets_go and self.conn is None:
+            # The lease's thread opens the file (a connect is 20-200 ms) while the caller sets up
+            # the run (Dagster's run start, the context): its first statement finds it open.
+            self.reopen_at = time.monotonic()
+            self._start_reaper()
         try:
             yield
         finally:
@@ -536,9 +542,13 @@ class _Lease:
                         return
                     continue
                 idle = now - self.last_used >= LINGER_S
-                if self.sessions == 0 or (
-                    self.lets_go and (idle or now - self.opened_at >= MAX_HOLD_S or self._others_waiting())
-                ):
+                held = now - self.opened_at
+                # Held for MAX_HOLD_S: let go. From 3/4 of it on, already as a pause begins (most
+                # likely a model call or a page read just started): the file is open again
+                # before the research needs it.
+                pause_begins = COMMIT_IDLE_S <= now - self.last_used < COMMIT_IDLE_S + 3 * _POLL_S
+                due = held >= MAX_HOLD_S or (held >= 0.75 * MAX_HOLD_S and pause_begins)
+                if self.sessions == 0 or (self.lets_go and (idle or due or self._others_waiting())):
                     self._close()
                     if self.sessions and not idle and not self.yield_next:
                         # Let go at MAX_HOLD_S while busy: a process outside the lock protocol
