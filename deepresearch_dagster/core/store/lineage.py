@@ -256,6 +256,9 @@ class _Lease:
         # Compressions this process wrote or read (content-addressed: a key's row never changes),
         # so a cache hit does not wait for the connection, a connect or the queue.
         self.compressions: dict[str, tuple[str, bool, int, int]] = {}
+        # Blocks in which a thread of this process makes no lineage statement (a model call, a
+        # tool fan-out: LineageStore.waiting): the lease's thread does its slow work then.
+        self.waiting = 0
         self._reaper: threading.Thread | None = None
         self._reaper_lock = threading.Lock()
 
@@ -543,11 +546,9 @@ class _Lease:
                     continue
                 idle = now - self.last_used >= LINGER_S
                 held = now - self.opened_at
-                # Held for MAX_HOLD_S: let go. From 3/4 of it on, already as a pause begins (most
-                # likely a model call or a page read just started): the file is open again
-                # before the research needs it.
-                pause_begins = COMMIT_IDLE_S <= now - self.last_used < COMMIT_IDLE_S + 3 * _POLL_S
-                due = held >= MAX_HOLD_S or (held >= 0.75 * MAX_HOLD_S and pause_begins)
+                # Held for MAX_HOLD_S: let go. From 3/4 of it on, already while the research waits
+                # on a model or a tool: the file is open again before the research needs it.
+                due = held >= MAX_HOLD_S or (held >= 0.75 * MAX_HOLD_S and self.waiting > 0)
                 if self.sessions == 0 or (self.lets_go and (idle or due or self._others_waiting())):
                     self._close()
                     if self.sessions and not idle and not self.yield_next:
@@ -559,7 +560,9 @@ class _Lease:
                     if self._retire():
                         return
                 if self.txn_open and (
-                    now - self.last_used >= COMMIT_IDLE_S or now - self.txn_started >= COMMIT_EVERY_S
+                    self.waiting > 0
+                    or now - self.last_used >= COMMIT_IDLE_S
+                    or now - self.txn_started >= COMMIT_EVERY_S
                 ):
                     self._commit()  # while the research waits: off its critical path
             except Exception:  # the next statement reports a broken connection
@@ -728,6 +731,24 @@ class LineageStore:
                 yield
             finally:
                 self._held = None
+
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        """A block in which the caller makes no lineage statement: a model call, a tool fan-out.
+        Only a hint: the lease's thread commits, lets the file go at MAX_HOLD_S and opens it again
+        then, rather than while the research works between two statements (which would wait for
+        it). A statement made in the block anyway is served as always."""
+        lease = self._lease
+        if lease is None:
+            yield
+            return
+        with lease.queue_lock:
+            lease.waiting += 1
+        try:
+            yield
+        finally:
+            with lease.queue_lock:
+                lease.waiting -= 1
 
     def release(self) -> None:
         """Close the shared connection now if no statement or session is using it (stage ends)."""
