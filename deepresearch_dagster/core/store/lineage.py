@@ -20,8 +20,9 @@ a close (checkpoint) costs 20-40 ms, which used to be paid by every lineage stat
   retries. Without POSIX locks (Windows) every call opens a short connection, as before.
 * Inside a session the rows of the frequent calls (LLM calls, tool calls, their summaries and
   caches: :meth:`LineageStore._queued`) are queued in memory and written by the lease's thread
-  (within ``_POLL_S``), so the statements overlap the research's own work and its waits on
-  models and pages instead of following them (DuckDB lets go of the GIL while it executes); a
+  while the research waits on a model or a tool (:meth:`LineageStore.waiting`) or pauses
+  ``COMMIT_IDLE_S``, so the statements overlap its waits on models and pages instead of
+  following them or holding up its work (DuckDB lets go of the GIL while it executes); a
   read of a table with queued rows, any other write, the end of the session and letting the
   connection go write them first, in order. A queued row is on disk at the same moments it was
   when written at once: the next commit, below.
@@ -310,8 +311,9 @@ class _Lease:
 
     def defer(self, unit: _Unit) -> None:
         """Queue a unit of writes (inside a session): the lease's thread writes it within
-        ``_POLL_S``, or the next statement that needs it does first. Takes no connection lock, so
-        the research never waits here for a write in progress."""
+        ``_POLL_S`` of the research's next wait or pause, or the next statement that needs it
+        does first. Takes no connection lock, so the research never waits here for a write in
+        progress."""
         self._raise_failure()
         with self.queue_lock:
             self.queue.append(unit)
@@ -435,14 +437,16 @@ class _Lease:
         try:
             yield
         finally:
-            with self.lock:
-                with self.queue_lock:
-                    self.sessions -= 1
-                if self.sessions == 0:
-                    self.compressions.clear()  # kept for a run, not for the process's life
-                if self.sessions == 0 and self.in_use == 0:
-                    self._close()
-                    self._raise_failure()
+            with self.queue_lock:
+                self.sessions -= 1
+                last = self.sessions == 0
+            if last:  # an inner session's end (a tool call's) does not wait for the lease's thread
+                with self.lock:
+                    if self.sessions == 0:
+                        self.compressions.clear()  # kept for a run, not for the process's life
+                    if self.sessions == 0 and self.in_use == 0:
+                        self._close()
+                        self._raise_failure()
 
     def _open(self) -> None:
         if self.yield_next:
@@ -526,7 +530,10 @@ class _Lease:
                 if self.in_use:
                     continue
                 now = time.monotonic()
-                if self.queue and now >= self.retry_at:
+                # Queued units are written while the research waits (a model call, a tool
+                # fan-out) or pauses, not while it works between two statements of its own.
+                pausing = self.waiting > 0 or now - self.last_used >= COMMIT_IDLE_S
+                if self.queue and now >= self.retry_at and pausing:
                     try:
                         self._flush()
                     except Exception as exc:
