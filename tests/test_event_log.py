@@ -59,10 +59,14 @@ def test_a_held_run_writes_every_event_on_one_connection_per_database(instance, 
         with held_event_log(instance):  # a nested run shares the connections
             for i in range(10):
                 _log(storage, "run-a", f"a{i}")
-        assert connects["n"] == before  # ten events, not one connection
+            assert connects["n"] == before  # ten events, not one connection
+            exists = storage.has_table("asset_check_executions")  # asked once, then remembered
+            before = connects["n"]
+            assert [storage.has_table("asset_check_executions") for _ in range(5)] == [exists] * 5
+            assert connects["n"] == before
         assert "_connect" in vars(storage)  # the outer run still holds them
         _log(storage, "run-b", "b")  # a copy of the empty database Dagster made for run-a
-    assert "_connect" not in vars(storage)  # Dagster's own method again
+    assert "_connect" not in vars(storage) and "has_table" not in vars(storage)  # Dagster's own again
     # Read back through Dagster's own connections: everything was committed.
     assert _messages(storage, "run-a") == ["first", *(f"a{i}" for i in range(10))]
     assert _messages(storage, "run-b") == ["b"]

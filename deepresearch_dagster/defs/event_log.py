@@ -7,17 +7,20 @@ the file's last connection, a WAL checkpoint (another fsync) on close — 15-30 
 this machine's disk, 1.3-2.5 s per research, all of it between the research's model calls.
 
 While :func:`held_event_log` is active, the storage keeps one connection per database it writes
-(the run's own and the index) and reuses it. Every event is still its own transaction, committed
-before the run goes on; the connection uses ``synchronous=NORMAL``, SQLite's recommended setting
-in WAL mode: the commit is written to the WAL but not fsync'd, the WAL is fsync'd at each
-checkpoint (SQLite's auto-checkpoint, and when the connection closes at the run's end). A killed
-process loses no event (they are in the operating system's cache); a power cut may lose a run's
-last events, never corrupt the file (the run then shows as unfinished, and the launcher's stale-run
-reconciliation marks it failed, as for a killed one). The project's own records (raw outputs,
-lineage) keep their fsyncs. SQLite's WAL mode lets other processes (the
-webserver, the daemon, another run) read and write the same files while a connection is open: an
-idle connection holds no lock. Other storages (Postgres, a consolidated SQLite log) are left as
-they are.
+(the run's own and the index) and reuses it, and remembers which of its tables exist (Dagster
+asks about 60 times per run, each time on a new engine). A new run's database is a copy of an
+empty one made earlier in the process, not created again through alembic (0.2-0.5 s).
+
+Every event is still its own transaction, committed before the run goes on. The connection uses
+``synchronous=NORMAL``, SQLite's recommended setting in WAL mode: the commit is written to the
+WAL but not fsync'd; the WAL is fsync'd at each checkpoint (SQLite's auto-checkpoint, and when
+the connection closes at the run's end). A killed process loses no event (they are in the
+operating system's cache); a power cut may lose a run's last events, never corrupt the file (the
+run then shows as unfinished, and the launcher's stale-run reconciliation marks it failed, as for
+a killed one). The project's own records (raw outputs, lineage) keep their fsyncs. WAL mode lets
+other processes (the webserver, the daemon, another run) read and write the same files while a
+connection is open: an idle connection holds no lock. Other storages (Postgres, a consolidated
+SQLite log) are left as they are.
 """
 
 from __future__ import annotations
@@ -109,6 +112,20 @@ def _init_shard(storage: SqliteEventLogStorage, shard: str) -> None:
         _EMPTY_SHARD[:] = [path.read_bytes()]
 
 
+def _remembered(has_table: Any) -> Any:
+    """``has_table`` answered once per table for the run: Dagster asks it about 60 times per run
+    (whether the partitions and asset-check tables exist), each time on a new engine and connection.
+    Tables appear only when the instance is migrated, which a run does not do."""
+    known: dict[str, bool] = {}
+
+    def remembered(table_name: str) -> bool:
+        if table_name not in known:
+            known[table_name] = has_table(table_name)
+        return known[table_name]
+
+    return remembered
+
+
 @contextmanager
 def held_event_log(instance: DagsterInstance) -> Iterator[None]:
     """Keep the event log's SQLite connections open while the block runs (module docstring).
@@ -123,6 +140,7 @@ def held_event_log(instance: DagsterInstance) -> Iterator[None]:
         if entry is None:
             entry = _HELD[key] = [0, {}]
             storage._connect = _held_connect(storage, entry[1])  # type: ignore[method-assign]
+            storage.has_table = _remembered(storage.has_table)  # type: ignore[method-assign]
         entry[0] += 1
     try:
         yield
@@ -132,6 +150,6 @@ def held_event_log(instance: DagsterInstance) -> Iterator[None]:
             if entry[0] == 0:
                 del _HELD[key]
                 with storage._db_lock:
-                    del storage._connect  # Dagster's own method again
+                    del storage._connect, storage.has_table  # Dagster's own methods again
                     for engine in entry[1].values():
                         engine.dispose()  # closes the connection: SQLite checkpoints the WAL
