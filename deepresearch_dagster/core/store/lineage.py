@@ -13,7 +13,9 @@ a close (checkpoint) costs 20-40 ms, which used to be paid by every lineage stat
   the file is free again as soon as the call returns.
 * Inside a session it is let go after the current statement when another process waits for
   the file, when idle for ``LINGER_S`` (a long model call), after ``MAX_HOLD_S`` open, and at
-  the session's end, so no process is shut out for long.
+  the session's end, so no process is shut out for long. After a ``MAX_HOLD_S`` let-go, and at
+  a session's start, the lease's thread opens it again (``REOPEN_GAP_S`` later) while the
+  research waits, so the research's next statement does not pay the connect.
 * Processes take turns through ``<db>.lock`` (an flock held while the connection is open); a
   waiter holds a shared flock on ``<db>.wait`` so the holder sees it and lets go. A process
   outside this protocol (the duckdb CLI) gets the file in the gaps, with the usual connect
@@ -86,10 +88,12 @@ MAX_HOLD_S = 2.0
 # as soon as the process pauses this long between statements (by the lease's thread, while the
 # research waits for a model or a page), and before the connection is let go.
 COMMIT_EVERY_S = 0.5
-# How long the file stays free after a MAX_HOLD_S let-go before the lease's thread opens it again.
-REOPEN_GAP_S = 0.02
 COMMIT_IDLE_S = 0.02
 _POLL_S = 0.01
+# How long the file stays free after a MAX_HOLD_S let-go before the lease's thread opens it again.
+REOPEN_GAP_S = 0.02
+# From this share of MAX_HOLD_S on, the file is let go as soon as the research waits on a call.
+EARLY_LET_GO = 0.75
 # Waiting for the lock file: poll interval and the give-up time.
 _WAIT_POLL_S = (0.001, 0.005)
 _WAIT_TIMEOUT_S = 600.0
@@ -251,8 +255,8 @@ class _Lease:
         self.queue_lock = threading.Lock()
         self.failure: BaseException | None = None
         self.retry_at = 0.0  # the lease's thread tries queued units again from then
-        # After letting go at MAX_HOLD_S while the process is busy, the lease's thread opens the
-        # file again from then (REOPEN_GAP_S later), so the next statement finds it open.
+        # When the lease's thread opens the file ahead of the next statement: at a session's start,
+        # and REOPEN_GAP_S after letting go at MAX_HOLD_S while the session goes on.
         self.reopen_at: float | None = None
         # Compressions this process wrote or read (content-addressed: a key's row never changes),
         # so a cache hit does not wait for the connection, a connect or the queue.
@@ -555,7 +559,7 @@ class _Lease:
                 held = now - self.opened_at
                 # Held for MAX_HOLD_S: let go. From 3/4 of it on, already while the research waits
                 # on a model or a tool: the file is open again before the research needs it.
-                due = held >= MAX_HOLD_S or (held >= 0.75 * MAX_HOLD_S and self.waiting > 0)
+                due = held >= MAX_HOLD_S or (held >= EARLY_LET_GO * MAX_HOLD_S and self.waiting > 0)
                 if self.sessions == 0 or (self.lets_go and (idle or due or self._others_waiting())):
                     self._close()
                     if self.sessions and not idle and not self.yield_next:
