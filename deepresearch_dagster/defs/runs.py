@@ -141,14 +141,17 @@ def execute(
     if job.executor_def.name == "celery":
         result = _execute_on_workers(job, partition_key, instance, run_config, tags, run_id)
     else:
-        result = job.execute_in_process(
-            partition_key=partition_key,
-            instance=instance,
-            raise_on_error=False,
-            run_id=run_id,
-            run_config=run_config,
-            tags=tags,
-        )
+        from .event_log import held_event_log
+
+        with held_event_log(instance):  # one SQLite connection per event database for the run
+            result = job.execute_in_process(
+                partition_key=partition_key,
+                instance=instance,
+                raise_on_error=False,
+                run_id=run_id,
+                run_config=run_config,
+                tags=tags,
+            )
     return _outcome(result)
 
 

@@ -168,7 +168,7 @@ def complete_recorded(
     reservation = ctx.budget.reserve_llm(model, messages, ctx.settings.max_tokens.get(role, 4000))
     try:
         # The wall-time budget interrupts a call in flight (every socket operation is capped by it).
-        with deadline(ctx.budget.remaining_wall_s()):
+        with deadline(ctx.budget.remaining_wall_s()), ctx.lineage.waiting():
             completion = ctx.engine.complete(role, messages, payload, json_schema=json_schema, tools=tools)
     except EngineError as exc:
         ctx.budget.settle(reservation, llm_calls=1)

@@ -200,7 +200,8 @@ def run_calls(
             for r, no in zip(requests, refused, strict=True)
         ]
     pending = [r for r, c, no in zip(requests, cached, refused, strict=True) if c is None and not no]
-    executed = iter(run_concurrently(toolbox, pending, ctx.settings.fanout_concurrency))
+    with ctx.lineage.waiting():  # the lineage file's housekeeping happens meanwhile
+        executed = iter(run_concurrently(toolbox, pending, ctx.settings.fanout_concurrency))
     stored: list[tuple[ToolCallRecord, str]] = []
     for request, hit, reservation, refusal in zip(requests, cached, reservations, refused, strict=True):
         if refusal:

@@ -7,6 +7,7 @@ and is the whole world of the artifact tools.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
@@ -15,7 +16,9 @@ import re
 import shutil
 import stat
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -62,21 +65,51 @@ def read_regular_file(path: Path, max_bytes: int | None = None) -> bytes:
         return handle.read() if max_bytes is None else handle.read(max_bytes)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes, sync: bool = True) -> None:
     """Temp file in the same folder, fsync, rename: readers never see a partial file. The temp
     file is named ``.<name>.<pid>.<random>.tmp``: the writer's pid tells a later run whether the
-    writer is gone (killed) and its temp file can go (:func:`remove_stale_temps`)."""
+    writer is gone (killed) and its temp file can go (:func:`remove_stale_temps`).
+
+    ``sync=False`` (a cache whose loss costs a repeated call, never data): the file is complete
+    and visible when this returns, so a killed process finds it as always, but its fsync, which
+    only a power cut needs, is done by a background thread instead of before the caller goes on."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if sync:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    if not sync:
+        _sync_later(path)
+
+
+# One fsync thread per process (keyed by pid: a forked child never uses its parent's).
+_SYNCERS: dict[int, ThreadPoolExecutor] = {}
+_SYNCER_LOCK = threading.Lock()
+
+
+def _sync_later(path: Path) -> None:
+    with _SYNCER_LOCK:
+        syncer = _SYNCERS.get(os.getpid())
+        if syncer is None:
+            syncer = _SYNCERS[os.getpid()] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fsync")
+            atexit.register(syncer.shutdown)  # a normal exit waits for the pending fsyncs
+    syncer.submit(_fsync_file, path)
+
+
+def _fsync_file(path: Path) -> None:
+    with contextlib.suppress(OSError):  # replaced or removed meanwhile: nothing left to sync
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 # ``.<name>.<pid>.<random>.tmp`` (atomic_write_bytes) or ``.<name>.<pid>.tmp`` (a folder built

@@ -13,15 +13,18 @@ a close (checkpoint) costs 20-40 ms, which used to be paid by every lineage stat
   the file is free again as soon as the call returns.
 * Inside a session it is let go after the current statement when another process waits for
   the file, when idle for ``LINGER_S`` (a long model call), after ``MAX_HOLD_S`` open, and at
-  the session's end, so no process is shut out for long.
+  the session's end, so no process is shut out for long. After a ``MAX_HOLD_S`` let-go, and at
+  a session's start, the lease's thread opens it again (``REOPEN_GAP_S`` later) while the
+  research waits, so the research's next statement does not pay the connect.
 * Processes take turns through ``<db>.lock`` (an flock held while the connection is open); a
   waiter holds a shared flock on ``<db>.wait`` so the holder sees it and lets go. A process
   outside this protocol (the duckdb CLI) gets the file in the gaps, with the usual connect
   retries. Without POSIX locks (Windows) every call opens a short connection, as before.
 * Inside a session the rows of the frequent calls (LLM calls, tool calls, their summaries and
   caches: :meth:`LineageStore._queued`) are queued in memory and written by the lease's thread
-  (within ``_POLL_S``), so the statements overlap the research's own work and its waits on
-  models and pages instead of following them (DuckDB lets go of the GIL while it executes); a
+  while the research waits on a model or a tool (:meth:`LineageStore.waiting`) or pauses
+  ``COMMIT_IDLE_S``, so the statements overlap its waits on models and pages instead of
+  following them or holding up its work (DuckDB lets go of the GIL while it executes); a
   read of a table with queued rows, any other write, the end of the session and letting the
   connection go write them first, in order. A queued row is on disk at the same moments it was
   when written at once: the next commit, below.
@@ -87,6 +90,10 @@ MAX_HOLD_S = 2.0
 COMMIT_EVERY_S = 0.5
 COMMIT_IDLE_S = 0.02
 _POLL_S = 0.01
+# How long the file stays free after a MAX_HOLD_S let-go before the lease's thread opens it again.
+REOPEN_GAP_S = 0.02
+# From this share of MAX_HOLD_S on, the file is let go as soon as the research waits on a call.
+EARLY_LET_GO = 0.75
 # Waiting for the lock file: poll interval and the give-up time.
 _WAIT_POLL_S = (0.001, 0.005)
 _WAIT_TIMEOUT_S = 600.0
@@ -248,6 +255,15 @@ class _Lease:
         self.queue_lock = threading.Lock()
         self.failure: BaseException | None = None
         self.retry_at = 0.0  # the lease's thread tries queued units again from then
+        # When the lease's thread opens the file ahead of the next statement: at a session's start,
+        # and REOPEN_GAP_S after letting go at MAX_HOLD_S while the session goes on.
+        self.reopen_at: float | None = None
+        # Compressions this process wrote or read (content-addressed: a key's row never changes),
+        # so a cache hit does not wait for the connection, a connect or the queue.
+        self.compressions: dict[str, tuple[str, bool, int, int]] = {}
+        # Blocks in which a thread of this process makes no lineage statement (a model call, a
+        # tool fan-out: LineageStore.waiting): the lease's thread does its slow work then.
+        self.waiting = 0
         self._reaper: threading.Thread | None = None
         self._reaper_lock = threading.Lock()
 
@@ -299,8 +315,9 @@ class _Lease:
 
     def defer(self, unit: _Unit) -> None:
         """Queue a unit of writes (inside a session): the lease's thread writes it within
-        ``_POLL_S``, or the next statement that needs it does first. Takes no connection lock, so
-        the research never waits here for a write in progress."""
+        ``_POLL_S`` of the research's next wait or pause, or the next statement that needs it
+        does first. Takes no connection lock, so the research never waits here for a write in
+        progress."""
         self._raise_failure()
         with self.queue_lock:
             self.queue.append(unit)
@@ -396,6 +413,7 @@ class _Lease:
         """Roll the grouped transaction back and commit again what came before ``mark``."""
         assert self.conn is not None
         keep = self.journal[:mark]
+        self.compressions.clear()  # a queued compression may be among what is rolled back
         self.txn_open = False
         self.journal.clear()
         with suppress(duckdb.Error):
@@ -414,15 +432,25 @@ class _Lease:
     def session(self) -> Iterator[None]:
         with self.queue_lock:  # not self.lock: the lease's thread may be writing or closing
             self.sessions += 1
+            first = self.sessions == 1
+        if first and self.lets_go and self.conn is None:
+            # The lease's thread opens the file (a connect is 20-200 ms) while the caller sets up
+            # the run (Dagster's run start, the context): its first statement finds it open.
+            self.reopen_at = time.monotonic()
+            self._start_reaper()
         try:
             yield
         finally:
-            with self.lock:
-                with self.queue_lock:
-                    self.sessions -= 1
-                if self.sessions == 0 and self.in_use == 0:
-                    self._close()
-                    self._raise_failure()
+            with self.queue_lock:
+                self.sessions -= 1
+                last = self.sessions == 0
+            if last:  # an inner session's end (a tool call's) does not wait for the lease's thread
+                with self.lock:
+                    if self.sessions == 0:
+                        self.compressions.clear()  # kept for a run, not for the process's life
+                    if self.sessions == 0 and self.in_use == 0:
+                        self._close()
+                        self._raise_failure()
 
     def _open(self) -> None:
         if self.yield_next:
@@ -436,6 +464,7 @@ class _Lease:
             raise
         self.opens += 1
         self.opened_at = self.last_used = time.monotonic()
+        self.reopen_at = None
         if self.sessions:
             self._start_reaper()
 
@@ -505,7 +534,10 @@ class _Lease:
                 if self.in_use:
                     continue
                 now = time.monotonic()
-                if self.queue and now >= self.retry_at:
+                # Queued units are written while the research waits (a model call, a tool
+                # fan-out) or pauses, not while it works between two statements of its own.
+                pausing = self.waiting > 0 or now - self.last_used >= COMMIT_IDLE_S
+                if self.queue and now >= self.retry_at and pausing:
                     try:
                         self._flush()
                     except Exception as exc:
@@ -515,20 +547,33 @@ class _Lease:
                             self.failure = self.failure or exc
                         continue
                 if self.conn is None:
-                    if self._retire():
+                    if self.reopen_at is not None and now >= self.reopen_at:
+                        self.reopen_at = None
+                        if self.sessions and not self._others_waiting():
+                            self._open()  # off the research's path: it is waiting on a call
+                            continue
+                    if self.reopen_at is None and self._retire():
                         return
                     continue
-                if self.sessions == 0 or (
-                    self.lets_go
-                    and (
-                        now - self.last_used >= LINGER_S or now - self.opened_at >= MAX_HOLD_S or self._others_waiting()
-                    )
-                ):
+                idle = now - self.last_used >= LINGER_S
+                held = now - self.opened_at
+                # Held for MAX_HOLD_S: let go. From 3/4 of it on, already while the research waits
+                # on a model or a tool: the file is open again before the research needs it.
+                due = held >= MAX_HOLD_S or (held >= EARLY_LET_GO * MAX_HOLD_S and self.waiting > 0)
+                if self.sessions == 0 or (self.lets_go and (idle or due or self._others_waiting())):
                     self._close()
+                    if self.sessions and not idle and not self.yield_next:
+                        # Let go at MAX_HOLD_S while busy: a process outside the lock protocol
+                        # gets the file for REOPEN_GAP_S, then it is opened again ahead of the
+                        # research's next statement (a waiting process of ours gets it first).
+                        self.reopen_at = now + REOPEN_GAP_S
+                        continue
                     if self._retire():
                         return
                 if self.txn_open and (
-                    now - self.last_used >= COMMIT_IDLE_S or now - self.txn_started >= COMMIT_EVERY_S
+                    self.waiting > 0
+                    or now - self.last_used >= COMMIT_IDLE_S
+                    or now - self.txn_started >= COMMIT_EVERY_S
                 ):
                     self._commit()  # while the research waits: off its critical path
             except Exception:  # the next statement reports a broken connection
@@ -698,6 +743,24 @@ class LineageStore:
             finally:
                 self._held = None
 
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        """A block in which the caller makes no lineage statement: a model call, a tool fan-out.
+        Only a hint: the lease's thread commits, lets the file go at MAX_HOLD_S and opens it again
+        then, rather than while the research works between two statements (which would wait for
+        it). A statement made in the block anyway is served as always."""
+        lease = self._lease
+        if lease is None:
+            yield
+            return
+        with lease.queue_lock:
+            lease.waiting += 1
+        try:
+            yield
+        finally:
+            with lease.queue_lock:
+                lease.waiting -= 1
+
     def release(self) -> None:
         """Close the shared connection now if no statement or session is using it (stage ends)."""
         if self._lease is not None:
@@ -728,13 +791,18 @@ class LineageStore:
         """The write of a frequent call (an LLM call, a tool call, their summaries and caches):
         queued inside a session, written by the lease's thread while the research waits (module
         docstring); at once outside a session."""
+        self._queued_unit(lambda conn: conn.execute(sql, params))
+
+    def _queued_unit(self, write: Callable[[Any], Any]) -> None:
+        """:meth:`_queued` for a method of several statements (``write(conn)``), atomic either way."""
         lease = self._lease
         if lease is not None and lease.sessions:
             unit = _Unit()
-            unit.execute(sql, params)
+            write(unit)
             lease.defer(unit)
             return
-        self._exec(sql, params)
+        with self._transaction() as conn:
+            write(conn)
 
     def query(
         self, sql: str, params: list[Any] | None = None, reads: frozenset[str] | None = None
@@ -932,18 +1000,18 @@ class LineageStore:
     def record_context(self, partition_key: str, step_id: str, messages: list[dict[str, str]]) -> None:
         from ..text import estimate_tokens
 
-        with self._transaction() as conn:
+        rows = [
+            [partition_key, step_id, i, m["role"], m["content"], estimate_tokens(m["content"])]
+            for i, m in enumerate(messages)
+        ]
+
+        def write(conn: Any) -> None:
             conn.execute(
                 "DELETE FROM context_messages WHERE partition_key = ? AND step_id = ?", [partition_key, step_id]
             )
-            _insert_rows(
-                conn,
-                "INSERT INTO context_messages VALUES (?, ?, ?, ?, ?, ?)",
-                [
-                    [partition_key, step_id, i, m["role"], m["content"], estimate_tokens(m["content"])]
-                    for i, m in enumerate(messages)
-                ],
-            )
+            _insert_rows(conn, "INSERT INTO context_messages VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+        self._queued_unit(write)  # written by the lease's thread inside a session (a step's end)
 
     # -- LLM calls -----------------------------------------------------------------------
     def record_llm_call(
@@ -1036,16 +1104,23 @@ class LineageStore:
     # -- compression cache -----------------------------------------------------------------
     def get_compression(self, cache_key: str) -> tuple[dict[str, Any], bool, dict[str, int]] | None:
         """The cached result, whether it is the fallback's, and its grounding counts."""
-        rows = self.query(
-            "SELECT result, fallback, grounded, dropped FROM compressions WHERE cache_key = ?",
-            [cache_key],
-            reads=frozenset({"compressions"}),
-        )
-        if not rows:
-            return None
-        row = rows[0]
-        grounding = {"grounded": row["grounded"] or 0, "dropped": row["dropped"] or 0}
-        return json.loads(row["result"]), bool(row["fallback"]), grounding
+        memo = self._lease.compressions if self._lease is not None else None
+        row = memo.get(cache_key) if memo is not None else None
+        if row is None:
+            rows = self.query(
+                "SELECT result, fallback, grounded, dropped FROM compressions WHERE cache_key = ?",
+                [cache_key],
+                # The queued compressions of this process are in the memo: only they could
+                # answer, so none has to be written first.
+                reads=frozenset() if memo is not None else frozenset({"compressions"}),
+            )
+            if not rows:
+                return None
+            r = rows[0]
+            row = (r["result"], bool(r["fallback"]), r["grounded"] or 0, r["dropped"] or 0)
+            if memo is not None:
+                memo[cache_key] = row
+        return json.loads(row[0]), row[1], {"grounded": row[2], "dropped": row[3]}
 
     def put_compression(
         self,
@@ -1058,20 +1133,14 @@ class LineageStore:
         grounding: dict[str, int] | None = None,
     ) -> None:
         grounding = grounding or {}
+        row = (json.dumps(result, sort_keys=True), fallback, grounding.get("grounded", 0), grounding.get("dropped", 0))
         self._queued(
             "INSERT OR REPLACE INTO compressions (cache_key, raw_sha256, compressor_model, prompt_version, "
             "result, fallback, grounded, dropped) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                cache_key,
-                raw_sha256,
-                model,
-                prompt_version,
-                json.dumps(result, sort_keys=True),
-                fallback,
-                grounding.get("grounded", 0),
-                grounding.get("dropped", 0),
-            ],
+            [cache_key, raw_sha256, model, prompt_version, *row],
         )
+        if self._lease is not None:
+            self._lease.compressions[cache_key] = row
 
     def run_spending(self, run_id: str) -> dict[str, Any]:
         """What a run has spent so far, so each Dagster op resumes the same budget ledger."""

@@ -3,8 +3,10 @@ nothing it has asked before (issue 15: resume with zero repeated model calls).
 
 The key is the sha256 of everything that decides the answer: the model, the role, the exact
 messages, the response schema, the tools and the sampling settings. The answer is stored as
-``<partition>/llm_cache/<key>.json`` (atomically, before the caller uses it), like a tool call's
-raw output; a later request with the same key replays it. A different model, prompt, date or
+``<partition>/llm_cache/<key>.json`` (atomically, before the caller uses it, so a killed research
+finds it), like a tool call's raw output; a later request with the same key replays it. Its fsync,
+which only a power cut needs, is done by a background thread (``atomic_write_bytes(sync=False)``)
+rather than between two model calls: an answer a power cut lost is asked again. A different model, prompt, date or
 tool output is a different key, so nothing stale is replayed. ``core/llm/structured.py`` decides
 what is cached (answers from model servers; the offline engine is local and deterministic).
 """
@@ -53,4 +55,4 @@ class ResponseCache:
 
     def put(self, key: str, answer: dict[str, Any]) -> None:
         record = {"format": FORMAT, **answer}
-        atomic_write_bytes(self.path(key), dumps_json(record).encode("utf-8", "surrogatepass"))
+        atomic_write_bytes(self.path(key), dumps_json(record).encode("utf-8", "surrogatepass"), sync=False)

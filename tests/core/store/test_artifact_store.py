@@ -107,3 +107,30 @@ def test_stale_temp_files_of_a_killed_writer_are_removed_fresh_ones_kept(tmp_pat
     (store.partition_dir / "link").symlink_to(outside)
     assert store.remove_stale_temps() == [old.relative_to(store.partition_dir).as_posix()]
     assert not old.exists() and fresh.exists() and keep.exists() and (outside / ".victim.tmp").exists()
+
+
+def test_raw_output_is_fsynced_before_it_is_used_a_cached_answer_right_after(tmp_path, monkeypatch):
+    """A tool's raw output is on disk (fsync'd) when write_raw returns; a model answer in the
+    response cache is complete and visible at once, its fsync done by the background thread."""
+    import os
+    import threading
+
+    from deepresearch_dagster.core.store import artifacts
+    from deepresearch_dagster.core.store.response_cache import ResponseCache
+
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording(fd):
+        synced.append(threading.current_thread().name)
+        real_fsync(fd)
+
+    monkeypatch.setattr(artifacts.os, "fsync", recording)
+    store = ArtifactStore(tmp_path, "k")
+    store.write_raw("Plan", "a.txt", "raw")
+    assert synced == ["MainThread"]
+    cache = ResponseCache(store)
+    cache.put("key", {"content": "answer"})
+    assert cache.get("key") == {"format": 1, "content": "answer"}  # visible before its fsync
+    artifacts._SYNCERS[os.getpid()].submit(lambda: None).result()  # the pending fsync is done
+    assert synced[0] == "MainThread" and synced[1].startswith("fsync") and len(synced) == 2

@@ -163,3 +163,68 @@ def assert_survives_a_kill(target: str) -> None:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     assert LineageStore.at(target).tool_call_ids("k") == {"1.1"}
+
+
+def _wait_for(condition, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return condition()
+
+
+def test_the_lease_thread_opens_the_file_ahead_of_the_research(tmp_path, monkeypatch, connects):
+    """At a session's start, and again after letting go at MAX_HOLD_S while the research is busy
+    (REOPEN_GAP_S later), so the research's next statement does not wait for a connect."""
+    monkeypatch.setattr(lineage_module, "MAX_HOLD_S", 0.2)
+    monkeypatch.setattr(lineage_module, "LINGER_S", 30.0)
+    store = LineageStore.at(tmp_path / "lineage.duckdb")
+    lease = store._lease
+    before = connects["n"]
+    with store.session():
+        assert _wait_for(lambda: lease.conn is not None)  # opened by the lease's thread
+        _llm_call(store)
+        assert connects["n"] - before == 1
+        # Let go at MAX_HOLD_S (a process outside the lock protocol gets the file), then opened
+        # again; while the research says it waits (a model call), the statement is committed.
+        with store.waiting():
+            assert lease.waiting == 1
+            assert _wait_for(lambda: lease.opens >= 3 and lease.conn is not None and not lease.txn_open)
+        assert lease.waiting == 0
+        assert connects["n"] - before >= 2
+        _llm_call(store)
+    assert _llm_rows(tmp_path / "lineage.duckdb") == 2
+
+
+def test_compressions_are_served_from_the_run_memo_and_stored_all_the_same(tmp_path, monkeypatch):
+    path = tmp_path / "lineage.duckdb"
+    store = LineageStore.at(path)
+    result = {"summary_title": "t", "summary": "s", "extraction": [], "is_useful": True}
+    with store.session():
+        store.put_compression("key1", "0" * 64, "m", "v1", result, False, {"grounded": 2, "dropped": 1})
+        expected = (result, False, {"grounded": 2, "dropped": 1})
+        with monkeypatch.context() as m:
+            m.setattr(store, "query", lambda *a, **k: pytest.fail("a memoized compression read the database"))
+            assert store.get_compression("key1") == expected
+        assert store.get_compression("missing") is None
+        # A unit that cannot be written rolls the transaction back: the memo goes with it, and the
+        # compression (queued before it) is committed again and read from the database.
+        store._queued("INSERT INTO no_such_table VALUES (?)", [1])
+        with pytest.raises(duckdb.Error):
+            store.query("SELECT 1")
+        assert store._lease.compressions == {}
+        assert store.get_compression("key1") == expected
+    assert store._lease.compressions == {}  # kept for a run only
+    assert LineageStore.at(path).get_compression("key1") == expected
+
+
+def test_a_step_context_is_queued_in_a_session_and_replaced_whole(tmp_path):
+    path = tmp_path / "lineage.duckdb"
+    store = LineageStore.at(path)
+    messages = [{"role": "system", "content": "a"}, {"role": "user", "content": "b"}]
+    with store.session():
+        store.record_context("k", "1", messages)
+        store.record_context("k", "1", [*messages, {"role": "assistant", "content": "c"}])
+        rows = store.query("SELECT content FROM context_messages WHERE step_id = '1' ORDER BY position")
+        assert [r["content"] for r in rows] == ["a", "b", "c"]
+    with duckdb.connect(str(path), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM context_messages").fetchone()[0] == 3
