@@ -185,6 +185,7 @@ KEEP_TOGETHER = (
     "tests/core/web/test_search.py",
     "tests/core/web/test_fetch.py",
     "tests/core/test_passage_search.py",
+    "tests/test_event_log.py",
 )
 
 

@@ -81,3 +81,12 @@ def test_a_run_database_made_by_another_process_is_never_overwritten(instance):
     with held_event_log(instance):
         _log(storage, "run-c", "held")
     assert _messages(storage, "run-c") == ["written without the held connections", "held"]
+
+
+def test_a_dagster_release_without_the_replaced_internals_runs_dagsters_own_way(instance, monkeypatch):
+    storage = instance.event_log_storage
+    monkeypatch.setattr(event_log, "_INTERNALS", (*event_log._INTERNALS, "_renamed_by_a_later_release"))
+    with held_event_log(instance):
+        assert "_connect" not in vars(storage)  # nothing replaced
+        _log(storage, "run-d", "unheld")
+    assert _messages(storage, "run-d") == ["unheld"]
