@@ -134,6 +134,23 @@ def _abbreviation_before(piece: str, following: str) -> bool:
     return False
 
 
+_FIELD = re.compile(r"[^;:]{1,80}: [^;]+")  # "label: value", a field of a rendered table row or record
+
+
+def _inside_fields(piece: str, following: str) -> bool:
+    """Whether the split falls inside a run of ``label: value`` fields separated by ``;`` (a table
+    row, a record): "…; Growing area (m²): 24,000; Est. 2025 revenue: £17.8M; …" is one row, and a
+    quote cut at "Est." would drop the figure its label names."""
+    *whole, cut = piece.split("; ")
+    # The piece ends in a label cut short (no ": " yet), after whole fields; the next goes on with one.
+    return (
+        len(whole) >= 2
+        and ": " not in cut
+        and all(map(_FIELD.fullmatch, whole))
+        and bool(_FIELD.fullmatch(following.split("; ", 1)[0]))
+    )
+
+
 def split_sentences(text: str) -> list[str]:
     """Split prose into sentences; the same rule counts sentences in compression output."""
     text = re.sub(r"\s+", " ", text).strip()
@@ -144,7 +161,7 @@ def split_sentences(text: str) -> list[str]:
     for piece in (text[a:b].strip() for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)):
         if not piece:
             continue
-        if out and _abbreviation_before(out[-1], piece):
+        if out and (_abbreviation_before(out[-1], piece) or _inside_fields(out[-1], piece)):
             out[-1] = f"{out[-1]} {piece}"
         else:
             out.append(piece)

@@ -60,6 +60,22 @@ from tests.conftest import FIXTURES
             "The work went to Harrowgate Civils Ltd. The contract was signed. Acme Ltd. announced a loss.",
             ["The work went to Harrowgate Civils Ltd.", "The contract was signed.", "Acme Ltd. announced a loss."],
         ),
+        # a table row rendered as "label: value" fields is one sentence, whatever its labels hold
+        (
+            "Operator: Loftleaf; HQ: Bedford; Area (m²): 24,000; Est. 2025 revenue: £17.8M; Notes: Two farms. Next.",
+            [
+                "Operator: Loftleaf; HQ: Bedford; Area (m²): 24,000; Est. 2025 revenue: £17.8M; Notes: Two farms.",
+                "Next.",
+            ],
+        ),
+        (
+            "Name: A; City: Leeds; Area: 5. Name: B; City: York; Area: 7.",
+            ["Name: A; City: Leeds; Area: 5.", "Name: B; City: York; Area: 7."],
+        ),
+        (
+            "Price: £5; Size: 2 kg. Delivery: free. It ships.",
+            ["Price: £5; Size: 2 kg.", "Delivery: free.", "It ships."],
+        ),
     ],
 )
 def test_sentence_splitter_keeps_abbreviations_initials_and_numbering(text, expected):
