@@ -61,6 +61,13 @@ A request with ``"stream": true`` is answered as server-sent events, like the re
 delta, the content (and tool-call arguments) in pieces, a chunk with the ``finish_reason``, a usage
 chunk when ``stream_options.include_usage`` is set, then ``data: [DONE]``; ``stream_interval_s``
 paces the events. Errors are still answered as one JSON body with their status.
+
+Connections are kept alive like the real servers' (uvicorn under vLLM and llama-cpp-python,
+llama-server, OpenAI): HTTP/1.1, a whole answer with its ``Content-Length``, a stream in chunked
+transfer encoding (one chunk per event, as uvicorn writes a ``StreamingResponse``), and
+``TCP_NODELAY`` on every socket (asyncio's default); an unknown path is FastAPI's JSON 404, the
+connection kept. ``server.connection_of`` numbers the connection each chat request came on. Leaving
+the ``with`` block closes the connections still open, as a stopped server does.
 """
 
 from __future__ import annotations
@@ -515,6 +522,9 @@ class FakeOpenAIServer:
         self.counts: Counter[str] = Counter()
         self.scripts: dict[str, deque[Any]] = defaultdict(deque)
         self.lock = threading.Lock()
+        self.connections: set[socket.socket] = set()  # open (kept-alive) client connections
+        self.accepted = itertools.count(1)
+        self.connection_of: list[int] = []  # per chat request: the number of the connection it came on
         self.slot = threading.RLock()  # slow_ignore_disconnect: one generation (and its stream) at a time
         handler = self._handler()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -566,6 +576,11 @@ class FakeOpenAIServer:
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+        with self.lock:  # a stopped server's kept-alive connections end too
+            connections, self.connections = list(self.connections), set()
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
     def _reject(self, role: str, status: int, message: str, kind: str = "server_error") -> tuple[int, dict, bytes]:
         with self.lock:
@@ -731,18 +746,43 @@ class FakeOpenAIServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, like the real servers
+            disable_nagle_algorithm = True  # TCP_NODELAY, as asyncio servers (uvicorn) set it
+
+            def setup(self) -> None:
+                super().setup()
+                with server.lock:
+                    server.connections.add(self.connection)
+                    self.number = next(server.accepted)
+
+            def finish(self) -> None:
+                with server.lock:
+                    server.connections.discard(self.connection)
+                with contextlib.suppress(OSError):
+                    super().finish()
+
+            def handle(self) -> None:
+                with contextlib.suppress(ConnectionResetError, BrokenPipeError):  # the client went away
+                    super().handle()
+
             def do_GET(self) -> None:
                 if server.n_ctx and self.path.rstrip("/").endswith("/props"):
                     props = {"default_generation_settings": {"n_ctx": server.n_ctx}, "total_slots": 1}
                     self._send(200, {}, json.dumps(props).encode())
                 else:
-                    self.send_error(404)
+                    self._not_found()
+
+            def _not_found(self) -> None:  # FastAPI's 404, connection kept (send_error would close it)
+                self._send(404, {}, json.dumps({"detail": "Not Found"}).encode())
 
             def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if not self.path.endswith("/chat/completions"):
-                    self.send_error(404)
+                    self._not_found()
                     return
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                body = json.loads(body)
+                with server.lock:
+                    server.connection_of.append(self.number)
                 if "interrupt_streams" in server.modes:
                     with server.lock:
                         for stream in server.streaming:
@@ -760,15 +800,17 @@ class FakeOpenAIServer:
                     self.send_response(status)
                     for name, value in {"Content-Type": "application/json", **headers}.items():
                         self.send_header(name, value)
-                    if isinstance(payload, list):  # a stream: HTTP/1.0, ends when the connection closes
+                    if isinstance(payload, list):  # a stream: chunked, one chunk per event
+                        self.send_header("Transfer-Encoding", "chunked")
                         self.end_headers()
                         server._stream(self.wfile, payload)
+                        self.wfile.write(b"0\r\n\r\n")
                         return
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
                     self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout test)
+                    self.close_connection = True  # the client gave up (timeout test)
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -777,7 +819,7 @@ class FakeOpenAIServer:
 
     def _stream(self, out: Any, events: list[bytes]) -> None:
         if not self.stream_interval_s and "interrupt_streams" not in self.modes:
-            out.write(b"".join(events))  # unpaced: one write (the client still parses event by event)
+            out.write(b"".join(map(_chunk, events)))  # unpaced: one write (the client still parses event by event)
             return
         cut = threading.Event()
         with self.lock:
@@ -789,9 +831,9 @@ class FakeOpenAIServer:
                 if cut.is_set():
                     with self.lock:
                         self.counts["interrupted"] += 1
-                    out.write(b"data: [DONE]\n\n")
+                    out.write(_chunk(b"data: [DONE]\n\n"))
                     return
-                out.write(event)
+                out.write(_chunk(event))
                 out.flush()
         finally:
             with self.lock:
@@ -824,6 +866,11 @@ def _events(answer: dict[str, Any], body: dict[str, Any]) -> list[bytes]:
     if (body.get("stream_options") or {}).get("include_usage"):
         chunks.append({**base, "choices": [], "usage": answer["usage"]})
     return [f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"]
+
+
+def _chunk(data: bytes) -> bytes:
+    """``data`` as one chunk of a chunked HTTP/1.1 body."""
+    return b"%x\r\n%s\r\n" % (len(data), data)
 
 
 def _prompt_chars(body: dict[str, Any]) -> int:

@@ -152,6 +152,10 @@ PROMPT_TOKENS_PER_S = 100.0
 # LOOP_MIN_CHARS characters (about 250 tokens): a looping 270M model otherwise runs to max_tokens.
 LOOP_CHECK_EVERY = 32
 LOOP_MIN_CHARS = 1000
+# After a stream's `data: [DONE]` the rest of its body (the chunked encoding's last chunk) is read
+# for at most this long: a response read to its end gives its connection back to the pool, one
+# left unread closes it, and the next call would pay a new connection (a TLS handshake remotely).
+DRAIN_S = 0.5
 _STREAM_WORD = re.compile(r"\bstream(?:ing)?\b")
 
 
@@ -993,6 +997,17 @@ def _sse_data(lines: Iterator[str]) -> Iterator[str]:
         yield "\n".join(data)
 
 
+def _drain(events: Iterator[str], errors: tuple[type[Exception], ...]) -> None:
+    """Read what follows ``[DONE]`` (nothing but the body's end, from a real server) within
+    :data:`DRAIN_S`, so the connection can serve the next call; the answer is whole either way."""
+    try:
+        with deadline(DRAIN_S):
+            for _ in events:
+                pass
+    except errors:
+        pass  # the connection is closed with the response instead of reused
+
+
 def _collect(response: Any, prompt: str = "") -> Any:
     """A streamed answer put back together from its raw events, shaped like a whole response for
     :meth:`_completion`. Read as plain JSON: the SDK's typed chunks cost about 0.2 ms each, and a
@@ -1004,8 +1019,10 @@ def _collect(response: Any, prompt: str = "") -> Any:
     finish = model = usage = timings = first = None
     chunks = 0
     try:
-        for data in _sse_data(response.iter_lines()):
+        events = _sse_data(response.iter_lines())
+        for data in events:
             if data.startswith("[DONE]"):
+                _drain(events, timeouts + transport)
                 break
             if (
                 chunks % LOOP_CHECK_EVERY == 0

@@ -39,6 +39,18 @@ def test_429_honours_retry_after_then_succeeds(fake_openai):
     assert len(fake_openai.requests) == 2
 
 
+def test_an_engine_keeps_one_connection_for_its_calls(fake_openai):
+    # Real servers keep connections alive (so does the fake): an engine's calls, streamed or not,
+    # and a retry after an error answer, reuse one connection instead of opening one each.
+    fake_openai.script("planner", {"status": 500})
+    streamed, whole = engine(fake_openai), engine(fake_openai, stream=False)
+    for eng in (streamed, streamed, whole, whole):
+        assert json.loads(ask(eng).text)["plan_title"]
+    assert len(fake_openai.requests) == 5
+    first, second = fake_openai.connection_of[0], fake_openai.connection_of[-1]
+    assert fake_openai.connection_of == [first] * 3 + [second] * 2 and first != second
+
+
 def test_5xx_and_invalid_body_are_retried_with_backoff(fake_openai):
     fake_openai.script("planner", {"status": 500}, {"status": 503}, {"raw_body": "<html>oops"})
     completion = ask(engine(fake_openai))
@@ -472,3 +484,37 @@ def test_a_cut_answer_that_is_not_json_is_not_asked_again_with_more_tokens():
         server.script("planner", "The plan starts with the causes of urban heat, then goes on. " * 8)
         completion = ask(engine(server, max_tokens={"planner": 600}))
     assert completion.truncated and len(server.requests) == 1
+
+
+def test_a_stream_that_hangs_after_done_is_answered_at_once():
+    # The body's end after `data: [DONE]` is read for the connection's sake only: a server that
+    # never ends the body costs at most DRAIN_S, and the answer is whole.
+    import socket
+    import threading
+
+    from deepresearch_dagster.core.llm.openai_engine import DRAIN_S
+
+    event = {"choices": [{"index": 0, "delta": {"content": "Step complete."}, "finish_reason": "stop"}]}
+    body = f"data: {json.dumps(event)}\n\ndata: [DONE]\n\n".encode()
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    stop = threading.Event()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+
+        def serve() -> None:
+            while not stop.is_set():
+                conn, _ = listener.accept()
+                with conn:
+                    if b"/chat/completions" not in conn.recv(65536).split(b"\r\n", 1)[0]:  # /props, /api/show
+                        conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                        continue
+                    conn.sendall(head + b"%x\r\n%s\r\n" % (len(body), body))
+                    stop.wait(10)  # the last chunk never comes
+
+        threading.Thread(target=serve, daemon=True).start()
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+        eng = OpenAIEngine(dict(DEFAULT_MODELS), url, "k", timeout=5.0, retry=RetryPolicy(1), context_window=32768)
+        started = time.perf_counter()
+        completion = eng.complete("researcher", [SYSTEM, {"role": "user", "content": "q"}], {})
+        stop.set()
+    assert completion.text == "Step complete."
+    assert time.perf_counter() - started < DRAIN_S + 1.0
