@@ -114,6 +114,9 @@ class _Kill:
     before: set[tuple[str, str]]  # (tool, arguments) executed before the kill
     rows: Counter = field(default_factory=Counter)  # a lost attempt's rows (whole worker killed)
 
+    def __str__(self) -> str:
+        return f"{self.worker} pid {self.pid} during {self.partition}'s compressions"
+
 
 class _Killer:
     """Watches Postgres while the researches run. The first research whose ``tool_outputs`` step
@@ -144,7 +147,7 @@ class _Killer:
             kill = _Kill(worker, self.workers[worker].pid if whole else steps[0], partition, set())
             kill.before = set(queries.executed_calls(self.url, partition))
             what = "worker" if whole else "step process of worker"
-            self.say(f"SIGKILLed the {what} {worker} (pid {kill.pid}) during {partition}'s compressions")
+            self.say(f"SIGKILLed the {what} {kill}")
             if whole:
                 kill.rows = queries.lost_attempt_rows(self.url, partition)
                 self.workers[worker].wait()
@@ -263,12 +266,7 @@ def rehearse(
 
         killer = _Killer(url, workers, restart, say)
         team_runs = _run_all(env, cwd, killer)
-        if killer.step:
-            figures.killed = f"{killer.step.worker} pid {killer.step.pid} during {killer.step.partition}'s compressions"
-        if killer.worker:
-            figures.worker_killed = (
-                f"{killer.worker.worker} pid {killer.worker.pid} during {killer.worker.partition}'s compressions"
-            )
+        figures.killed, figures.worker_killed = str(killer.step or ""), str(killer.worker or "")
         for question in [q for q, out in team_runs.items() if "exit" in out]:
             say(f"failed: {question}: {team_runs[question]['stderr'].strip()[-300:]}")
             figures.reexecuted += _reexecute(env, url, question, say)

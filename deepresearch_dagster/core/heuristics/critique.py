@@ -12,7 +12,7 @@ from ..text import MONTH, content_terms, split_sentences, words
 from .answer_types import specific
 from .compression import PADDING
 from .planning import content_query, enumerated_parts, research_terms, searchable_names
-from .report import _all_steps, parts_of, unanswered
+from .report import all_steps, parts_of, unanswered
 from .terms import SUBJECT_LEAD, names, sentence_case
 
 
@@ -34,7 +34,7 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
     # hop further, on that thing's own page. Until it is followed, the research is not sufficient.
     # … for a question (not a listed brief) of one or two parts asking for one specific answer.
     factoid = enumerated_parts(question) is None and len(parts) <= 2 and any(specific(p) for p in parts)
-    searched = {q.lower() for s in _all_steps(payload["plan"]) for q in s.get("queries") or []}
+    searched = {q.lower() for s in all_steps(payload["plan"]) for q in s.get("queries") or []}
     hops = (unvisited(question, payload["plan"], memory) + bridges(question, memory, searched))[:MAX_BRIDGES]
     hops = hops if factoid else []
     steps = payload["plan"]["steps"]

@@ -67,7 +67,7 @@ def extractive_section(heading: str, payload: dict[str, Any]) -> str:
     return writer(payload) if writer else "No content for this section."
 
 
-def _all_steps(plan: dict[str, Any]) -> list[dict[str, Any]]:
+def all_steps(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return [*plan["steps"], *plan.get("followup_steps", [])]
 
 
@@ -240,7 +240,7 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
     step_terms = {
         str(s["step_id"]): (topic_words(f"{s['title']} {s.get('description', '')}") - question)
         | aspect_terms(s["title"])
-        for s in _all_steps(payload["plan"])
+        for s in all_steps(payload["plan"])
     }
     out: list[Finding] = []
     order = 0
@@ -376,7 +376,7 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
     found = findings(payload)
     weights = term_weights(found)
     question = _question_terms(payload["question"])
-    steps = _all_steps(payload["plan"])
+    steps = all_steps(payload["plan"])
     used: set[int] = set()
     out: list[tuple[list[str], list[Finding]]] = []
     parts = parts_of(payload["question"])
@@ -535,7 +535,7 @@ def _key_findings(payload: dict[str, Any]) -> str:
     if not found:
         return NO_FINDINGS
     blocks: list[str] = []
-    for step in _all_steps(payload["plan"]):
+    for step in all_steps(payload["plan"]):
         sid = str(step["step_id"])
         mine = [f for f in found if f.placed == sid]
         if mine:

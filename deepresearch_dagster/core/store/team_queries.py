@@ -30,6 +30,20 @@ def _rows(url: str, sql: str, params: tuple = ()) -> list[tuple]:
         conn.close()
 
 
+def _steps_started(url: str) -> list[tuple[str, str, str | None, str | None]]:
+    """(worker, run id, step key, partition) of every step a Celery worker reported starting
+    (dagster-celery's "Executing steps … in celery worker" engine event), in the order reported."""
+    rows = _rows(
+        url,
+        "SELECT e.event, e.run_id, e.step_key, t.value FROM event_logs e LEFT JOIN run_tags t ON t.run_id = e.run_id "
+        "AND t.key = 'dagster/partition' WHERE e.dagster_event_type = 'ENGINE_EVENT' "
+        "AND e.event LIKE '%%Celery worker%%' ORDER BY e.id",
+    )
+    return [
+        (m.group(1), run_id, step, partition) for event, run_id, step, partition in rows if (m := _WORKER.search(event))
+    ]
+
+
 def compressing_steps(url: str) -> list[tuple[str, str]]:
     """(worker, partition) of each worker whose current step is a ``tool_outputs`` step that has
     compressed at least one tool output; [] before the first run created the tables. A worker runs
@@ -38,13 +52,7 @@ def compressing_steps(url: str) -> list[tuple[str, str]]:
     import psycopg2
 
     try:
-        started = _rows(
-            url,
-            "SELECT e.event, e.run_id, e.step_key, t.value FROM event_logs e JOIN run_tags t ON t.run_id = e.run_id "
-            "AND t.key = 'dagster/partition' WHERE e.dagster_event_type = 'ENGINE_EVENT' "
-            "AND e.event LIKE '%%Celery worker%%' ORDER BY e.id",
-        )
-        current = {match.group(1): row[1:] for row in started if (match := _WORKER.search(row[0]))}
+        current = {worker: rest for worker, *rest in _steps_started(url)}
         found = []
         for worker, (run_id, step, partition) in sorted(current.items()):
             if step != "tool_outputs":
@@ -76,12 +84,7 @@ def executed_calls(url: str, partition: str) -> list[tuple[str, str]]:
 
 def steps_per_worker(url: str, step: str = "") -> dict[str, int]:
     """Steps (whose key contains ``step``) each Celery worker ran, from Dagster's engine events."""
-    sql = "SELECT event FROM event_logs WHERE dagster_event_type = 'ENGINE_EVENT' AND event LIKE '%%Celery worker%%'"
-    params: tuple = ()
-    if step:
-        sql += " AND step_key LIKE %s"
-        params = (f"%{step}%",)
-    ran = Counter(m.group(1) for (event,) in _rows(url, sql, params) if (m := _WORKER.search(event)))
+    ran = Counter(worker for worker, _, key, _ in _steps_started(url) if step in (key or ""))
     return dict(sorted(ran.items()))
 
 
@@ -90,14 +93,7 @@ def captured_logs(url: str) -> dict[str, list[list[str]]]:
     steps it ran, from Dagster's LOGS_CAPTURED events (a worker's capture names its one step)."""
     import json
 
-    ran: dict[tuple[str, str], str] = {}
-    for run_id, step_key, event in _rows(
-        url,
-        "SELECT run_id, step_key, event FROM event_logs WHERE dagster_event_type = 'ENGINE_EVENT' "
-        "AND event LIKE '%%Celery worker%%'",
-    ):
-        if step_key and (match := _WORKER.search(event)):
-            ran[(run_id, step_key)] = match.group(1)
+    ran = {(run_id, step): worker for worker, run_id, step, _ in _steps_started(url) if step}
     logs: dict[str, list[list[str]]] = {}
     for run_id, event in _rows(url, "SELECT run_id, event FROM event_logs WHERE dagster_event_type = 'LOGS_CAPTURED'"):
         data = json.loads(event)["dagster_event"]["event_specific_data"]

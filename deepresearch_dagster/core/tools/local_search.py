@@ -611,6 +611,8 @@ def cache_scope(corpus: LocalCorpus) -> str:
 
 
 def corpus_tools(corpus: LocalCorpus) -> list[Tool]:
+    scope = cache_scope(corpus)
+
     def search(args: LocalSearchArgs) -> ToolResult:
         hits = corpus.search(args.query, args.k, passages=True)
         results = [result_entry(h, args.query) for h in hits]
@@ -653,7 +655,7 @@ def corpus_tools(corpus: LocalCorpus) -> list[Tool]:
             LocalSearchArgs,
             search,
             cacheable=True,
-            cache_scope=cache_scope(corpus),
+            cache_scope=scope,
         ),
         Tool(
             "read_document",
@@ -661,7 +663,7 @@ def corpus_tools(corpus: LocalCorpus) -> list[Tool]:
             ReadDocumentArgs,
             read,
             cacheable=True,
-            cache_scope=cache_scope(corpus),
+            cache_scope=scope,
         ),
     ]
 
