@@ -78,15 +78,26 @@ def _first_new_name(added):
     return next(n for m in added for n in names(m["summary"]) if len(n.split()) > 1)
 
 
-def test_a_chain_that_reached_its_next_hop_gets_one_more_round(monkeypatch):
+def test_a_chain_gets_rounds_beyond_the_depth_while_it_advances(monkeypatch):
     question = "How do solid-state batteries work?"
-    for next_hop, rounds in ((lambda added: f"{_first_new_name(added)} history", 3), (lambda _: "Zorvath Quell", 2)):
+    followed: list[str] = []
+
+    def next_name(added):  # a name the last round's sources state that no round followed yet
+        name = next((n for m in added for n in names(m["summary"]) if len(n.split()) > 1 and n not in followed), "")
+        followed.append(name)
+        return f"{name} history"
+
+    cases = ((next_name, 1 + 1 + researcher.CHAIN_ROUNDS), (lambda _: "Zorvath Quell", 2))
+    for next_hop, rounds in cases:
         critic, seen = _chain_critic(next_hop)
         monkeypatch.setattr(researcher, "critique", critic)
         _, report = run_research(question, ResearchSettings.from_env(depth=1, max_steps=1))
-        # The follow-up's sources named the next hop: one round beyond the depth; a gap naming what no
-        # new source states is no progress, and the depth holds.
-        assert len(seen) == rounds and report.sufficiency_scores == [3] * rounds and not report.complete
+        # Each follow-up's sources named a new next hop: a round more each time, up to CHAIN_ROUNDS
+        # beyond the depth; a gap naming what no new source states is no progress, and the depth holds.
+        assert len(seen) == rounds and report.sufficiency_scores == [3] * rounds and not report.complete, (
+            seen,
+            report.stop_reason,
+        )
 
 
 def test_budget_exhausted_mid_research_still_reports_within_the_cap(corpus_dir):

@@ -46,6 +46,7 @@ from .retrieval import close_ranked, rank_results, run_concurrently
 # Tools that read one source, with the argument naming it (for "already read" bookkeeping).
 READ_TOOLS = {"read_document": "path", "fetch_url": "url"}
 SEARCH_RESULTS = 5  # results per search
+CHAIN_ROUNDS = 2  # reflection rounds beyond --depth while a chain of hops advances
 MAX_RESULTS = {"web_search": 10, "local_search": 20}  # the tools' own bounds
 SEARCH_TOOLS = {"web_search": ("fetch_url", "url", "max_results"), "local_search": ("read_document", "path", "k")}
 
@@ -524,8 +525,9 @@ def _reflect(
         return "depth 0: no reflection round", True
     asked = {q.lower() for s in plan.steps for q in s.queries}
     added = 0  # where the last follow-up round's sources begin in memory
-    # One round beyond the depth for a chain of hops whose last round reached its next hop.
-    for round_ in range(1, settings.depth + 3):
+    # Rounds beyond the depth while a chain of hops advances: each round reached its next hop (a
+    # question of four hops needs three rounds after the first pass), at most CHAIN_ROUNDS of them.
+    for round_ in range(1, settings.depth + CHAIN_ROUNDS + 2):
         verdict, fallback = critique(ctx, plan, state.memory, followups)
         ctx.log(f"critic round {round_}: sufficiency {verdict.sufficiency}/10, {len(verdict.gaps)} gap(s)")
 
@@ -535,7 +537,8 @@ def _reflect(
         if verdict.sufficiency >= settings.sufficiency_threshold:
             close("sufficient")
             return "sufficient", True
-        chain = round_ == settings.depth + 1 and chain_advancing(verdict, ctx.question, state.memory[added:])
+        advancing = settings.depth < round_ <= settings.depth + CHAIN_ROUNDS
+        chain = advancing and chain_advancing(verdict, ctx.question, state.memory[added:])
         if round_ > settings.depth and not chain:
             close("max_iterations")
             return f"max iterations ({settings.depth}) reached at sufficiency {verdict.sufficiency}/10", False
