@@ -153,6 +153,14 @@ def test_a_figure_no_cited_raw_output_states_is_counted(tmp_path: Path) -> None:
     # 1,200 is in [1]; the date is in [2] however written; 880 is in neither source.
     assert score.ungrounded == ["880: Lilu were first named in 880 texts. [2]"]
     assert score.ungrounded_figures == 1
+    # [2] read again whole: the check that verified the claim names the second read's artifact.
+    (folder / "c.txt").write_text("Lilu were first named in 880 texts.")
+    report["citation_checks"] = [{"n": 2, "artifact_file": "c.txt", "verified": True}]
+    (folder / "report.json").write_text(json.dumps(report))
+    assert score_item(ITEM, "dev", folder).ungrounded_figures == 0
+    report["citation_checks"][0]["verified"] = False  # a failed check is no raw output of the claim's
+    (folder / "report.json").write_text(json.dumps(report))
+    assert score_item(ITEM, "dev", folder).ungrounded_figures == 1
 
 
 def test_facts_as_patterns(tmp_path: Path) -> None:

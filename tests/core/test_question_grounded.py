@@ -139,6 +139,20 @@ def test_the_bridge_is_the_new_name_nearest_the_questions_words():
     assert len(pooled.split()) == len(set(pooled.split()))
 
 
+def test_a_bridge_is_searched_with_the_question_words_the_evidence_states_least():
+    question = (
+        "When did the provisional government ruling during the reign of terror in the country premiering "
+        "Kestrel Run start?"
+    )
+    memory = _memory(
+        ("Kestrel Run.md", "Kestrel Run is a drama series. It premiered on television in Vantaria in 2005."),
+        ("Provisional government.md", "A provisional government is a government ruling until elections."),
+    )
+    # "provisional government ruling" is what every source says; "reign terror" is what none does yet:
+    # the page of the body that ruled Vantaria during the reign of terror is found by those words.
+    assert bridges(question, memory)[0] == ("Vantaria", "Kestrel Run.md", "Vantaria reign terror country")
+
+
 def test_a_bridge_named_farther_from_the_questions_words_is_searched_with_the_others():
     # The question's own words sit beside the wrong names ("historical figures"); the bridge's
     # sentence words its relation otherwise ("draws on the life of").

@@ -156,12 +156,17 @@ def _stale_lines(item: SuiteItem, body: str) -> list[str]:
 
 
 def ungrounded_figures(parts: ReportParts, report: dict[str, Any], partition_dir: Path) -> list[str]:
-    """Each cited claim with the figures none of its cited raw outputs states, as "figures: claim"."""
-    files = {int(c["n"]): c["artifact_file"] for c in report.get("citations", [])}
+    """Each cited claim with the figures none of its cited raw outputs states, as "figures: claim".
+    A source read twice (a passage, then the whole document) has the raw outputs of both: the
+    verified checks name the artifact each quote was found in."""
+    files: dict[int, set[str]] = {}
+    for c in [*report.get("citations", []), *(c for c in report.get("citation_checks", []) if c.get("verified"))]:
+        if c.get("artifact_file"):
+            files.setdefault(int(c["n"]), set()).add(c["artifact_file"])
     raws: dict[int, frozenset[str]] = {}
-    for n, name in files.items():
-        found = next(partition_dir.rglob(name), None)
-        raws[n] = key_figures(found.read_text("utf-8", errors="replace")) if found else frozenset()
+    for n, names in files.items():
+        found = [f for name in sorted(names) if (f := next(partition_dir.rglob(name), None))]
+        raws[n] = frozenset().union(*(key_figures(f.read_text("utf-8", errors="replace")) for f in found))
     out = []
     for sentence in parts.sentences(CLAIM_SECTIONS):
         cited = {int(n) for m in CITATION.finditer(sentence) for n in re.findall(r"\d+", m.group())}

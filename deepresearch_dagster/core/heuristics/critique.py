@@ -83,19 +83,19 @@ def _positions(sentence: str, terms: set[str]) -> list[int]:
 
 
 _PRONOUN_LEAD = re.compile(r"^\W*(?:he|she|it|they|his|her|its|their)\b", re.IGNORECASE)
-_WH = re.compile(r"^(?:who|whom|whose|what|which|when|where|how)$", re.IGNORECASE)
 MAX_RELATION_WORDS = 3
 
 
-def _nearest_asked(question: str, terms: list[str]) -> list[str]:
-    """The ``MAX_RELATION_WORDS`` of ``terms`` nearest the question's wh-word ("directed film" in "Who
-    directed the film …", "annual output 2011" in "… an annual output of what in 2011"), in order."""
-    tokens = [w.lower() for w in words(question)]
-    wh = next((i for i, w in enumerate(tokens) if _WH.match(w)), None)
-    if wh is None or len(terms) <= MAX_RELATION_WORDS:
-        return terms[:MAX_RELATION_WORDS]
-    where = {t: min((abs(i - wh) for i, w in enumerate(tokens) if w == t.lower()), default=99) for t in terms}
-    kept = set(sorted(terms, key=lambda t: where[t])[:MAX_RELATION_WORDS])
+def _least_stated(terms: list[str], df: Counter[str]) -> list[str]:
+    """The ``MAX_RELATION_WORDS`` of ``terms`` the evidence states least (``df``: sentences per stem),
+    in order: a word every source repeats ranks no page above another ("reign terror", not
+    "government ruling", for the body that ruled France during the Reign of Terror)."""
+
+    def stated(t: str) -> float:
+        stems = content_terms(t)
+        return sum(df[s] for s in stems) / max(1, len(stems))
+
+    kept = set(sorted(terms, key=stated)[:MAX_RELATION_WORDS])
     return [t for t in terms if t in kept]
 
 
@@ -120,7 +120,7 @@ def bridges(
     candidates, nearest to the question's relation words (its words outside its names) first:
     "'Maximum Overdrive' (1986)" for "the film shot in Leland in 1986". When the best candidate's
     own page was read, its sentences are the next hop. The query is the name and the question's
-    words nearest its wh-word that the hop's source does not state."""
+    words that the hop's source does not state, those the evidence states least first."""
     sentences = [
         (s, str(m["source"]))
         for m in memory
@@ -184,7 +184,7 @@ def bridges(
             for w in content_query(question).split()
             if not _positions(text, set(content_terms(w))) and not set(content_terms(w)) <= named | known - asked
         ]
-        query = " ".join(_nearest_asked(question, unmatched))
+        query = " ".join(_least_stated(unmatched, df))
         beyond = {n: [x for x in sentences if x[1] != source and _titled(n, about[x[1]])] for n in candidates}
         open_ = [n for n in candidates if not beyond[n]]
         # The nearest name alone, then the others in one query: the nearest is often not the bridge
