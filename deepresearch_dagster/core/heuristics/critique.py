@@ -83,7 +83,7 @@ def _positions(sentence: str, terms: set[str]) -> list[int]:
 
 
 _PRONOUN_LEAD = re.compile(r"^\W*(?:he|she|it|they|his|her|its|their)\b", re.IGNORECASE)
-MAX_RELATION_WORDS = 3
+MAX_RELATION_WORDS = 5
 
 
 def _least_stated(terms: list[str], df: Counter[str]) -> list[str]:
