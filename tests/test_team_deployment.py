@@ -6,6 +6,7 @@ a test is skipped, with the reason, only where its server cannot be installed.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -414,6 +415,52 @@ def test_a_session_s_queued_rows_go_through_a_postgres_restart(pg):
         pg.restart()  # the session's connection ends with the server
         lineage.record_llm_call("k", "r1", "critic", "m", 1, "ok", 1, 1, 1.0, None)
     assert _query(url, "SELECT count(*) FROM deepresearch.llm_calls")[0][0] == 4
+
+
+@pytest.mark.parametrize("old_connection", ["reconnects", "stays_dead"])
+def test_a_commit_whose_answer_was_lost_is_not_written_again(pg, monkeypatch, old_connection):
+    # The server applies a session's COMMIT and goes away before its answer arrives: the rows are
+    # in Postgres, the client sees a lost connection. Writing the transaction again on the next
+    # connection would double them; the commit marker written with them says they are there. The
+    # extension's connection connects again by itself (the marker is read at once); where it does
+    # not, the transaction waits in the queue and the marker is read on the next connection.
+    import duckdb
+
+    url = pg.new_database(f"lineage_unsure_{old_connection}")
+    lineage = LineageStore.at(url)
+    lease, target = lineage._lease, lineage._lease.target
+    connect = target.connection
+    lost = []
+
+    class AnswerLost:
+        def __init__(self, conn):
+            self._conn = conn
+
+        def execute(self, sql, parameters=None):
+            if lost and old_connection == "stays_dead":
+                raise duckdb.IOException("IO Error: Unable to connect to Postgres: connection refused")
+            result = self._conn.execute(sql, parameters)
+            if sql == "COMMIT" and not lost:
+                lost.append(sql)
+                pg.restart()  # after the server committed
+                raise duckdb.IOException("IO Error: Unable to connect to Postgres: server closed the connection")
+            return result
+
+        def __getattr__(self, name):
+            return getattr(self._conn, name)
+
+    monkeypatch.setattr(target, "connection", lambda: connect() if lost else AnswerLost(connect()))
+    with lineage.session():
+        for _ in range(3):
+            lineage.record_llm_call("k", "r1", "critic", "m", 1, "ok", 1, 1, 1.0, None)
+        with lease.lock, contextlib.suppress(duckdb.IOException):
+            lease._close()  # written and committed (unless the lease's thread did it first)
+        assert lost, "the commit went through the connection that loses its answer"
+        lineage.record_llm_call("k", "r1", "critic", "m", 1, "fallback", 1, 1, 1.0, None)
+    assert _query(url, "SELECT status, count(*) FROM deepresearch.llm_calls GROUP BY 1 ORDER BY 1") == [
+        ("fallback", 1),
+        ("ok", 3),
+    ]
 
 
 def test_a_lost_lineage_connection_s_error_does_not_quote_the_password(pg):

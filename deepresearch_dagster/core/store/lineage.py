@@ -39,7 +39,8 @@ a close (checkpoint) costs 20-40 ms, which used to be paid by every lineage stat
 * Lineage in Postgres (a team deployment, :mod:`.lineage_postgres`): the same queue and grouped
   transactions (:class:`_PostgresLease`) on the process's one connection to the database, which
   is never let go for other processes (Postgres serialises writers itself); outside a session
-  every statement commits.
+  every statement commits. A COMMIT whose answer the network lost is checked against the marker
+  written in its transaction before its statements are written again.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ import re
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import datetime
@@ -186,11 +188,13 @@ class _Unit:
     """The statements of one store method, queued inside a session (:meth:`_Lease.defer`), and
     the tables they write (``*``: one the pattern does not name, which any read waits for)."""
 
-    __slots__ = ("statements", "tables")
+    __slots__ = ("statements", "tables", "unsure")
 
     def __init__(self) -> None:
         self.statements: list[tuple[str, list[Any]]] = []
         self.tables: set[str] = set()
+        # The commit marker of a transaction whose COMMIT lost its answer (:class:`_PostgresLease`).
+        self.unsure: str | None = None
 
     def execute(self, sql: str, parameters: Any = None) -> None:
         self.statements.append((sql, list(parameters or [])))
@@ -402,12 +406,16 @@ class _Lease:
         if not self.txn_open or self.conn is None:
             return
         try:
-            self.conn.execute("COMMIT")
+            self._send_commit()
         except BaseException:
             self._undo(len(self.journal))
             raise
         self.txn_open = False
         self.journal.clear()
+
+    def _send_commit(self) -> None:
+        assert self.conn is not None
+        self.conn.execute("COMMIT")
 
     def _undo(self, mark: int) -> None:
         """Roll the grouped transaction back and commit again what came before ``mark``."""
@@ -611,6 +619,11 @@ class _PostgresLease(_Lease):
     def __init__(self, target: PostgresLineage) -> None:
         self._init_state(target.url, target.lock)
         self.target = target
+        # A COMMIT is answered over the network: the server may apply it and go away before the
+        # answer arrives. Each transaction writes this process's marker (``lineage_commits``) with a
+        # new token; after a lost answer the marker says whether to write the statements again.
+        self.writer = uuid.uuid4().hex
+        self.unsure: str | None = None  # the token of the COMMIT whose answer was lost
 
     @classmethod
     def of(cls, target: PostgresLineage) -> _PostgresLease:
@@ -634,13 +647,43 @@ class _PostgresLease(_Lease):
     def _others_waiting(self) -> bool:
         return False
 
+    def _send_commit(self) -> None:
+        assert self.conn is not None
+        token = uuid.uuid4().hex
+        self.conn.execute("INSERT OR REPLACE INTO lineage_commits (writer, token) VALUES (?, ?)", [self.writer, token])
+        self.unsure = token
+        self.conn.execute("COMMIT")
+        self.unsure = None
+
+    def _committed(self, token: str) -> bool:
+        assert self.conn is not None
+        found = self.conn.execute(
+            "SELECT count(*) FROM lineage_commits WHERE writer = ? AND token = ?", [self.writer, token]
+        )
+        return bool(found.fetchone()[0])
+
     def _undo(self, mark: int) -> None:
         keep = self.journal[:mark]
         try:
+            if self.unsure is not None:
+                with suppress(duckdb.Error):
+                    self.conn.execute("ROLLBACK")
+                if self._committed(self.unsure):  # it went through: nothing to undo or write again
+                    self.unsure, self.txn_open = None, False
+                    self.journal.clear()
+                    return
+                self.unsure = None
             super()._undo(mark)
         except (duckdb.ConnectionException, duckdb.IOException) as exc:  # they wait for the next connection
             self.journal[:] = keep
             self._lost(exc)
+
+    def _write_unit(self, unit: _Unit) -> None:
+        if unit.unsure is not None:
+            if self._committed(unit.unsure):
+                return  # its COMMIT went through before the server went away
+            unit.unsure = None
+        super()._write_unit(unit)
 
     def _gone(self, exc: BaseException) -> bool:
         # The extension says "Unable to connect" (IOException) when a commit finds the server gone.
@@ -653,6 +696,9 @@ class _PostgresLease(_Lease):
             unit = _Unit()
             for sql, params in self.journal:
                 unit.execute(sql, params)
+            unit.unsure, self.unsure = self.unsure, None
+            if unit.unsure is not None:
+                unit.tables.add("*")  # written (or found committed) before any later commit moves the marker
             with self.queue_lock:
                 self.queue.insert(0, unit)
         self.journal.clear()

@@ -180,6 +180,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         "stage VARCHAR, issues INTEGER, counts JSON, artifact VARCHAR, accepted BOOLEAN);",
     ),
     Migration(11, "llm_calls: prompt_tps, gen_tps", SPEED_SQL),
+    # Lineage in Postgres: each writing process's last commit marker, written in the committed
+    # transaction, so a COMMIT whose answer was lost is known to have happened or not
+    # (core/store/lineage.py: _PostgresLease) instead of its rows being written twice.
+    Migration(
+        12,
+        "lineage_commits",
+        "CREATE TABLE IF NOT EXISTS lineage_commits (writer VARCHAR PRIMARY KEY, token VARCHAR NOT NULL, "
+        "committed_at TIMESTAMP DEFAULT current_timestamp);",
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
