@@ -39,6 +39,7 @@ from typing import Any
 
 from common import (
     CONNECTS,
+    ServicesProcess,
     WebServices,
     busy_seconds,
     clean_env,
@@ -51,6 +52,7 @@ from common import (
     parse_args,
     print_table,
     question,
+    services_process,
     web_services,
     write_result,
 )
@@ -73,15 +75,15 @@ BEFORE: dict[str, dict[str, float]] = {
 }
 
 
-def set_latency(services: WebServices, latency: float) -> None:
-    services.model.latency_s = services.search.latency_s = services.site.latency_s = latency
+Services = WebServices | ServicesProcess
 
 
-def counts(services: WebServices) -> tuple[int, int, int]:
-    return len(services.model.requests), len(services.search.requests), len(services.site.requests)
+def counts(services: Services) -> tuple[int, int, int]:
+    c = services.request_counts()
+    return c["llm"], c["search"], c["web"]
 
 
-def run_plain(root: Path, services: WebServices, index: int) -> float:
+def run_plain(root: Path, services: Services, index: int) -> float:
     from deepresearch_dagster.core.config import ResearchSettings
     from deepresearch_dagster.core.pipeline import run_research
 
@@ -93,7 +95,7 @@ def run_plain(root: Path, services: WebServices, index: int) -> float:
     return time.perf_counter() - start
 
 
-def run_dagster(root: Path, services: WebServices, index: int) -> tuple[float, float]:
+def run_dagster(root: Path, services: Services, index: int) -> tuple[float, float]:
     """Returns (materialization wall, set-up time excluded from it)."""
     setup = time.perf_counter()
     os.environ["DAGSTER_HOME"] = str(make_dagster_home(root / "dagster_home"))
@@ -148,13 +150,13 @@ def clear_memos() -> None:
 COLD = {"on": False}
 
 
-def measure(tmp: Path, services: WebServices, kind: str, latency: float, index: int) -> dict[str, Any]:
+def measure(tmp: Path, services: Services, kind: str, latency: float, index: int) -> dict[str, Any]:
     clear_robots_cache()
     if COLD["on"]:
         clear_memos()
     memo_before = _memo_counts()
-    services.model.reset_state()
-    set_latency(services, latency)
+    services.reset_state()
+    services.set_latency(latency)
     root = tmp / f"{kind}-{latency}-{index}"
     before = counts(services)
     connects_before = dict(CONNECTS)
@@ -246,14 +248,14 @@ def profile_groups(stats: Any) -> tuple[float, list[tuple[str, float]]]:
     return total, sorted(groups.items(), key=lambda g: -g[1])
 
 
-def profile_plain(tmp: Path, services: WebServices) -> dict[str, Any]:
+def profile_plain(tmp: Path, services: Services) -> dict[str, Any]:
     """One plain research at 0 ms under cProfile (main thread): where the local time goes."""
     import cProfile
     import pstats
 
     clear_robots_cache()
-    services.model.reset_state()
-    set_latency(services, 0.0)
+    services.reset_state()
+    services.set_latency(0.0)
     profiler = cProfile.Profile()
     profiler.enable()
     wall = run_plain(tmp / "profiled", services, 77)
@@ -279,6 +281,10 @@ def main(argv: list[str] | None = None) -> int:
         __doc__,
         argv,
         cold={"action": "store_true", "help": "empty the extraction memo and corpus index before every research"},
+        fakes_in_process={
+            "action": "store_true",
+            "help": "serve the fakes from threads of this process (as before 2026-11-26) instead of a process of their own",
+        },
     )
     COLD["on"] = args.cold
     clean_env()
@@ -289,12 +295,13 @@ def main(argv: list[str] | None = None) -> int:
     reps = 3 if args.full else 1
     print(f"inputs: {len(pages)} pages from {pages_dir()}; latencies {latencies} s; {reps} repetition(s)")
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp_name, web_services(pages) as services:
+    serve = web_services(pages) if args.fakes_in_process else services_process()
+    with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp_name, serve as services:
         tmp = Path(tmp_name)
         os.environ.update(services.env)
-        services.model.steps = 1  # a small warm-up research: imports and first-use costs only
+        services.set_steps(1)  # a small warm-up research: imports and first-use costs only
         warm = [measure(tmp, services, kind, 0.0, 90 + i) for i, kind in enumerate(("plain", "dagster"))]
-        services.model.steps = 3
+        services.set_steps(3)
         print(f"warm-up (latency 0): plain {warm[0]['wall_s']} s, dagster {warm[1]['wall_s']} s")
         index = 1
         for latency in latencies:
@@ -387,7 +394,10 @@ def main(argv: list[str] | None = None) -> int:
     write_result(
         "orchestration_overhead",
         {
-            "mode": ("full" if args.full else "quick") + (" cold" if args.cold else ""),
+            "mode": ("full" if args.full else "quick")
+            + (" cold" if args.cold else "")
+            + (" fakes in process" if args.fakes_in_process else ""),
+            "fakes": "threads of the benchmark's process" if args.fakes_in_process else "a process of their own",
             "inputs": {"pages_dir": str(pages_dir()), "latencies_s": latencies, "repetitions": reps},
             "goal": "wall ÷ critical-path latency ≤ 1.10; at 0 ms latency ≤ 1 s plain, ≤ 3 s through Dagster",
             "before": {"note": BEFORE_NOTE, "figures": BEFORE},

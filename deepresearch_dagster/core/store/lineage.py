@@ -12,13 +12,15 @@ a close (checkpoint) costs 20-40 ms, which used to be paid by every lineage stat
   Dagster op, a ``launcher.run_job`` run. Outside one, a call connects and closes as before, so
   the file is free again as soon as the call returns.
 * Inside a session it is let go after the current statement when another process waits for
-  the file, when idle for ``LINGER_S`` (a long model call), after ``MAX_HOLD_S`` open, and at
-  the session's end, so no process is shut out for long. After a ``MAX_HOLD_S`` let-go, and at
-  a session's start, the lease's thread opens it again (``REOPEN_GAP_S`` later) while the
-  research waits, so the research's next statement does not pay the connect.
+  the file (within ``MAX_HOLD_S``: the lease's thread looks every ``_POLL_S``, and every
+  statement's end looks too) and at the session's end; while nobody waits it stays open for
+  the whole session, so a research pays one connect and one close (each 20-40 ms, which a
+  let-go every few seconds used to cost again on the research's path). At a session's start
+  the lease's thread opens it while the caller sets up, so its first statement does not pay
+  the connect.
 * Processes take turns through ``<db>.lock`` (an flock held while the connection is open); a
   waiter holds a shared flock on ``<db>.wait`` so the holder sees it and lets go. A process
-  outside this protocol (the duckdb CLI) gets the file in the gaps, with the usual connect
+  outside this protocol (the duckdb CLI) gets the file between sessions, with the usual connect
   retries. Without POSIX locks (Windows) every call opens a short connection, as before.
 * Inside a session the rows of the frequent calls (LLM calls, tool calls, their summaries and
   caches: :meth:`LineageStore._queued`) are queued in memory and written by the lease's thread
@@ -79,10 +81,8 @@ except ImportError:  # pragma: no cover - Windows: no shared connection
 
 Connect = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
 
-# Inside a session: close the held connection after this long without a statement (a model
-# call), or after this long open (a process that ignores the lock file gets a gap), or at once
-# when another process waits for the file.
-LINGER_S = 0.5
+# Inside a session the held connection is let go only when another process waits for the file
+# (the lock protocol above): that process gets it within this bound (tests).
 MAX_HOLD_S = 2.0
 # Inside a session, statements are grouped into one transaction, committed after this long or
 # as soon as the process pauses this long between statements (by the lease's thread, while the
@@ -90,10 +90,6 @@ MAX_HOLD_S = 2.0
 COMMIT_EVERY_S = 0.5
 COMMIT_IDLE_S = 0.02
 _POLL_S = 0.01
-# How long the file stays free after a MAX_HOLD_S let-go before the lease's thread opens it again.
-REOPEN_GAP_S = 0.02
-# From this share of MAX_HOLD_S on, the file is let go as soon as the research waits on a call.
-EARLY_LET_GO = 0.75
 # Waiting for the lock file: poll interval and the give-up time.
 _WAIT_POLL_S = (0.001, 0.005)
 _WAIT_TIMEOUT_S = 600.0
@@ -227,8 +223,8 @@ class _Lease:
     _all: ClassVar[dict[tuple[int, str], _Lease]] = {}
     _all_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    # Whether the connection is let go when another process waits, when idle and after
-    # MAX_HOLD_S (a file admits one process at a time; a Postgres server does not need it).
+    # Whether the connection is let go when another process waits (a file admits one process at
+    # a time; a Postgres server does not need it).
     lets_go = True
 
     def __init__(self, path: str) -> None:
@@ -255,8 +251,7 @@ class _Lease:
         self.queue_lock = threading.Lock()
         self.failure: BaseException | None = None
         self.retry_at = 0.0  # the lease's thread tries queued units again from then
-        # When the lease's thread opens the file ahead of the next statement: at a session's start,
-        # and REOPEN_GAP_S after letting go at MAX_HOLD_S while the session goes on.
+        # When the lease's thread opens the file ahead of the session's first statement.
         self.reopen_at: float | None = None
         # Compressions this process wrote or read (content-addressed: a key's row never changes),
         # so a cache hit does not wait for the connection, a connect or the queue.
@@ -524,8 +519,9 @@ class _Lease:
             self.yield_next = True
 
     def _reap(self) -> None:
-        """Write the queued units while the process waits, commit, and close the idle
-        connection inside a session (see COMMIT_IDLE_S, LINGER_S, MAX_HOLD_S)."""
+        """Write the queued units while the process waits, commit, and let the connection go
+        when another process waits for the file or the sessions have ended (see COMMIT_IDLE_S,
+        MAX_HOLD_S)."""
         while True:
             time.sleep(_POLL_S)
             if not self.lock.acquire(blocking=False):
@@ -555,19 +551,8 @@ class _Lease:
                     if self.reopen_at is None and self._retire():
                         return
                     continue
-                idle = now - self.last_used >= LINGER_S
-                held = now - self.opened_at
-                # Held for MAX_HOLD_S: let go. From 3/4 of it on, already while the research waits
-                # on a model or a tool: the file is open again before the research needs it.
-                due = held >= MAX_HOLD_S or (held >= EARLY_LET_GO * MAX_HOLD_S and self.waiting > 0)
-                if self.sessions == 0 or (self.lets_go and (idle or due or self._others_waiting())):
+                if self.sessions == 0 or (self.lets_go and self._others_waiting()):
                     self._close()
-                    if self.sessions and not idle and not self.yield_next:
-                        # Let go at MAX_HOLD_S while busy: a process outside the lock protocol
-                        # gets the file for REOPEN_GAP_S, then it is opened again ahead of the
-                        # research's next statement (a waiting process of ours gets it first).
-                        self.reopen_at = now + REOPEN_GAP_S
-                        continue
                     if self._retire():
                         return
                 if self.txn_open and (
@@ -746,9 +731,8 @@ class LineageStore:
     @contextmanager
     def waiting(self) -> Iterator[None]:
         """A block in which the caller makes no lineage statement: a model call, a tool fan-out.
-        Only a hint: the lease's thread commits, lets the file go at MAX_HOLD_S and opens it again
-        then, rather than while the research works between two statements (which would wait for
-        it). A statement made in the block anyway is served as always."""
+        Only a hint: the lease's thread writes the queued rows and commits then, rather than
+        while the research works between two statements (which would wait for it). A statement made in the block anyway is served as always."""
         lease = self._lease
         if lease is None:
             yield
