@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         cold={"action": "store_true", "help": "empty the extraction memo and corpus index before every research"},
         fakes_in_process={
             "action": "store_true",
-            "help": "serve the fakes from threads of this process (as before 2026-11-26) instead of a process of their own",
+            "help": "serve the fakes from threads of this process (as before 2026-11-26), not a process of their own",
         },
     )
     COLD["on"] = args.cold

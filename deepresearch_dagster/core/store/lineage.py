@@ -732,7 +732,8 @@ class LineageStore:
     def waiting(self) -> Iterator[None]:
         """A block in which the caller makes no lineage statement: a model call, a tool fan-out.
         Only a hint: the lease's thread writes the queued rows and commits then, rather than
-        while the research works between two statements (which would wait for it). A statement made in the block anyway is served as always."""
+        while the research works between two statements (which would wait for it). A statement
+        made in the block anyway is served as always."""
         lease = self._lease
         if lease is None:
             yield
