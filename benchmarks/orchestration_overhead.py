@@ -29,6 +29,7 @@ figures measured before the shared lineage connection (BEFORE).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import statistics
 import sys
@@ -172,6 +173,7 @@ def measure(tmp: Path, services: Services, kind: str, latency: float, index: int
     llm, search, web = (a - b for a, b in zip(after, before, strict=True))
     memo = {k: v - memo_before[k] for k, v in _memo_counts().items()}
     critical = busy_seconds(services.intervals(), since=since)
+    reports = sorted((root / "artifacts").rglob("report.md"))
     return {
         "kind": kind,
         "latency_s": latency,
@@ -184,6 +186,8 @@ def measure(tmp: Path, services: Services, kind: str, latency: float, index: int
         "setup_excluded_s": round(setup_s, 3),
         "duckdb_connects": connects,  # including the excluded set-up for dagster (a few)
         "memo": memo,  # page extractions and corpus opens served from this process's memory
+        # The research's report, to check that a change of the machinery left its bytes alone.
+        "report_sha256": hashlib.sha256(b"".join(p.read_bytes() for p in reports)).hexdigest() if reports else None,
     }
 
 

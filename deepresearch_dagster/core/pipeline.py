@@ -231,8 +231,8 @@ def run_research(
     ``partition_key`` names a dated partition of a recurring topic (``<slug>--YYYY-MM-DD``)."""
     lineage = LineageStore.at(settings.lineage_database)
     # One session for the run, as `launcher.run_job` holds for the Dagster ops: the stages share
-    # this process's connection, which is let go whenever another process waits for the file
-    # (and when idle), and committed and closed at the run's end.
+    # this process's connection, which is let go whenever another process waits for the file,
+    # and committed and closed at the run's end.
     with lineage.session():
         key = register(lineage, question, options, partition_key=partition_key)
         ctx = open_context(key, settings, lineage, log=log)
