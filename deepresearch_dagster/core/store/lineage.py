@@ -15,7 +15,9 @@ a close (checkpoint) costs 20-40 ms, which used to be paid by every lineage stat
   the file (within ``MAX_HOLD_S``: the lease's thread looks every ``_POLL_S``, and every
   statement's end looks too) and at the session's end; while nobody waits it stays open for
   the whole session, so a research pays one connect and one close (each 20-40 ms, which a
-  let-go every few seconds used to cost again on the research's path). At a session's start
+  let-go every few seconds used to cost again on the research's path). While the research
+  waits on a call the lease's thread checkpoints the committed rows into the file (at most
+  every ``CHECKPOINT_EVERY_S``), so the close at the end has little left to write. At a session's start
   the lease's thread opens it while the caller sets up, so its first statement does not pay
   the connect.
 * Processes take turns through ``<db>.lock`` (an flock held while the connection is open); a
@@ -89,6 +91,10 @@ MAX_HOLD_S = 2.0
 # research waits for a model or a page), and before the connection is let go.
 COMMIT_EVERY_S = 0.5
 COMMIT_IDLE_S = 0.02
+# A file held for a whole session: while the research waits on a call, the lease's thread
+# checkpoints what was committed (at most this often), so the close at the session's end, on
+# the research's path, has little left to write into the file.
+CHECKPOINT_EVERY_S = 1.0
 _POLL_S = 0.01
 # Waiting for the lock file: poll interval and the give-up time.
 _WAIT_POLL_S = (0.001, 0.005)
@@ -244,6 +250,8 @@ class _Lease:
         self.opens = 0
         self.txn_open = False  # a grouped transaction (inside a session)
         self.txn_started = 0.0
+        self.unchecked = False  # writes committed since the last checkpoint (CHECKPOINT_EVERY_S)
+        self.checkpointed_at = 0.0
         self.journal: list[tuple[str, list[Any]]] = []
         # Units queued inside a session (defer), and the error of a unit the lease's thread could
         # not write (raised at this process's next lineage call).
@@ -402,6 +410,7 @@ class _Lease:
             self._undo(len(self.journal))
             raise
         self.txn_open = False
+        self.unchecked = self.unchecked or bool(self.journal)
         self.journal.clear()
 
     def _undo(self, mark: int) -> None:
@@ -561,6 +570,16 @@ class _Lease:
                     or now - self.txn_started >= COMMIT_EVERY_S
                 ):
                     self._commit()  # while the research waits: off its critical path
+                if (
+                    self.lets_go
+                    and self.conn is not None
+                    and self.unchecked
+                    and self.waiting > 0
+                    and not self.txn_open
+                    and now - self.checkpointed_at >= CHECKPOINT_EVERY_S
+                ):
+                    self.conn.execute("CHECKPOINT")
+                    self.unchecked, self.checkpointed_at = False, time.monotonic()
             except Exception:  # the next statement reports a broken connection
                 continue
             finally:

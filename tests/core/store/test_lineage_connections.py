@@ -89,6 +89,25 @@ def test_a_session_commits_and_keeps_the_file_while_nobody_waits(tmp_path, monke
     assert _llm_rows(tmp_path / "lineage.duckdb") == 3
 
 
+def test_the_lease_thread_checkpoints_while_the_research_waits(tmp_path, monkeypatch):
+    """Committed rows are moved from the write-ahead log into the file during a wait, not all by
+    the close at the session's end (on the research's path)."""
+    monkeypatch.setattr(lineage_module, "CHECKPOINT_EVERY_S", 0.0)
+    path = tmp_path / "lineage.duckdb"
+    store = LineageStore.at(path)
+    lease = store._lease
+    wal = tmp_path / "lineage.duckdb.wal"
+    with store.session():
+        _llm_call(store)
+        assert _wait_for(lambda: _committed(lease))  # committed: in the write-ahead log
+        assert lease.unchecked and wal.stat().st_size > 0
+        with store.waiting():
+            assert _wait_for(lambda: not lease.unchecked)
+        assert not wal.exists() or wal.stat().st_size == 0
+        assert lease.conn is not None
+    assert _llm_rows(path) == 1
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX file locks")
 def test_a_waiting_process_gets_the_file_within_max_hold(tmp_path):
     """Another process that waits for the file (a shared flock on ``<db>.wait``, as
