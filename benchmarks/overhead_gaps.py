@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("kind", nargs="?", default="plain", choices=("plain", "dagster"))
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--depth", type=int, default=2, help="how many of the deepest frames name a sample")
     parser.add_argument("--fakes-in-process", action="store_true", help="serve the fakes from threads of this process")
     args = parser.parse_args(argv)
     clean_env()
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     where: collections.Counter[str] = collections.Counter()
     for stack in in_gaps:
         ours = [f"{Path(f).name}:{name}" for f, name in stack if any(m in f for m in MARKS)]
-        where[" > ".join(ours[-2:]) or "(other)"] += 1
+        where[" > ".join(ours[-args.depth :]) or "(other)"] += 1
     print(
         f"{args.kind} at 200 ms: wall {row['wall_s']} s, critical path {row['critical_path_s']} s, "
         f"overhead {row['overhead_s']} s; {len(in_gaps)} of {len(samples)} samples while no call was in flight"

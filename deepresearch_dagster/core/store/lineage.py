@@ -57,7 +57,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -714,6 +714,22 @@ class LineageStore:
         if is_postgres_url(target):
             return cls(PostgresLineage.get(str(target)))
         return cls(None, str(Path(target).resolve()))
+
+    @classmethod
+    @contextmanager
+    def session_at(cls, path: str | Path) -> Iterator[LineageStore]:
+        """:meth:`at` and :meth:`session` in one: on a DuckDB file the session begins before the
+        store checks the schema, so that check's connection is the session's (one connect and
+        one close for a run instead of two of each)."""
+        target = lineage_target(path)
+        lease = None
+        if not is_postgres_url(target) and fcntl is not None:
+            with suppress(OSError):  # no lock files next to a read-only database: as `at` does
+                lease = _Lease.get(str(Path(target).resolve()))
+        with lease.session() if lease is not None else nullcontext():
+            store = cls.at(path)
+            with store.session():
+                yield store
 
     @contextmanager
     def _connect(self, grouped: bool = True, reads: frozenset[str] | None = None) -> Iterator[Any]:

@@ -51,6 +51,15 @@ def test_a_session_connects_once_and_the_file_is_free_after_it(tmp_path, connect
     assert _llm_rows(path) == 20
 
 
+def test_a_run_on_a_new_file_connects_once_schema_included(tmp_path, connects):
+    path = tmp_path / "lineage.duckdb"
+    with LineageStore.session_at(path) as store:
+        _llm_call(store)
+        store.role_outcomes("k", ["r1"], "planner")
+    assert connects["n"] == 1  # the schema check's connection is the session's
+    assert _llm_rows(path) == 1
+
+
 def test_outside_a_session_every_call_releases_the_file(tmp_path):
     path = tmp_path / "lineage.duckdb"
     store = LineageStore.at(path)
