@@ -954,13 +954,20 @@ class LineageStore:
     def tool_cache_lookup(self, cache_key: str, ttl_s: float) -> dict[str, Any] | None:
         """The cached tool result (artifact_path, sha256, kind, source, source_title, links) if it is
         younger than ``ttl_s`` seconds."""
+        return self.tool_cache_lookups([cache_key], ttl_s).get(cache_key)
+
+    def tool_cache_lookups(self, cache_keys: list[str], ttl_s: float) -> dict[str, dict[str, Any]]:
+        """:meth:`tool_cache_lookup` of several keys in one query (a fan-out's calls): key → row."""
+        if not cache_keys:
+            return {}
+        keys = list(dict.fromkeys(cache_keys))
         rows = self.query(
-            "SELECT artifact_path, sha256, kind, source, source_title, links FROM tool_cache WHERE cache_key = ? "
-            "AND created_at >= current_timestamp - to_seconds(?)",
-            [cache_key, float(ttl_s)],
+            "SELECT cache_key, artifact_path, sha256, kind, source, source_title, links FROM tool_cache "
+            f"WHERE cache_key IN ({', '.join('?' * len(keys))}) AND created_at >= current_timestamp - to_seconds(?)",
+            [*keys, float(ttl_s)],
             reads=frozenset({"tool_cache"}),
         )
-        return rows[0] if rows else None
+        return {row.pop("cache_key"): row for row in rows}
 
     def tool_call_ids(self, partition_key: str) -> set[str]:
         rows = self.query("SELECT call_id FROM tool_calls WHERE partition_key = ?", [partition_key])
