@@ -5,6 +5,14 @@ three search queries and three pages) against the fake OpenAI-compatible server,
 search API and the fake website on 127.0.0.1, each adding a fixed latency to every request
 (quick: 0 ms and 200 ms; --full: 0, 50 and 200 ms, 3 repetitions each, median reported).
 
+Processes: the research (plain, or Dagster's in-process run) runs in this process; the three fakes
+run in a process of their own (benchmarks/common.services_process, started with "spawn"), as real
+model servers, search providers and websites do, so their threads do not compete with the research
+for this process's GIL and their work is not counted as the research's. The fakes are the same
+objects with the same answers and latency; they record each call's interval with time.perf_counter,
+CLOCK_MONOTONIC on Linux, one clock for both processes (checked at start). --fakes-in-process serves
+them from threads of this process instead, as this benchmark did until 2026-11-26.
+
   plain    one research through core.pipeline.run_research (plain Python)
   dagster  research_job.execute_in_process(partition_key=…) in a temp DAGSTER_HOME with the
            project's dagster.yaml (partition registered and definitions built before timing;
