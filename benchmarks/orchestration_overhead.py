@@ -210,17 +210,18 @@ def measure(tmp: Path, services: Services, kind: str, latency: float, index: int
 PROFILE_GROUPS = (
     ("DuckDB statements", ("duckdb",)),
     ("waiting on fan-out threads (search, fetch, page extraction)", ("acquire' of '_thread", "thread.lock", "futures")),
-    ("socket waits (the fakes answer from threads of this process)", ("recv", "select", "poll", "sendall")),
+    ("socket waits (the fakes' answers)", ("recv", "select", "poll", "sendall")),
     ("HTTP client (openai SDK, httpx)", ("openai", "httpx", "httpcore", "h11", "anyio", "ssl")),
     ("pydantic validation", ("pydantic",)),
     ("page extraction (trafilatura, lxml)", ("trafilatura", "lxml", "justext", "courlan", "htmldate")),
     ("file writes (raw outputs, artifacts)", ("fsync", "'open'", "rename", "replace", "method 'write'", "mkstemp")),
 )
 REMEDY = {
-    "DuckDB statements": "fewer lineage reads on the research's path (the circuit breaker's, the compression "
-    "cache's) and fewer reconnects after the file was let go (the rows themselves are written by the lease's thread)",
-    "socket waits (the fakes answer from threads of this process)": "the fake servers run as threads of this "
-    "process, so their CPU counts here; served from another process (as real servers are) it would not",
+    "DuckDB statements": "fewer lineage reads on the research's path (cache lookups that miss, the circuit "
+    "breaker's outcomes per context) and a cheaper close at the run's end (the rows themselves are written by the "
+    "lease's thread, and the file stays open for the run while no other process waits for it)",
+    "socket waits (the fakes' answers)": "the fakes answer from a process of their own, as real servers do "
+    "(with --fakes-in-process, from threads of this one)",
     "HTTP client (openai SDK, httpx)": "the openai SDK builds and validates each request; a leaner HTTP path per call",
     "pydantic validation": "fewer model validations on the hot path",
     "file writes (raw outputs, artifacts)": "raw outputs are written and fsynced before use by design (kept)",
@@ -393,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
             if res["kind"] == "dagster":
                 why += (
                     f". Dagster adds {dagster_extra:.2f} s at 0 ms: its step machinery (compute-log capture "
-                    "through tail processes, ~85 events per run; the event log keeps one SQLite "
+                    "through tail processes, ~80 events per run; the event log keeps one SQLite "
                     "connection per database for the run: defs/event_log.py) — fewer steps and events "
                     "(assets, checks, log lines) would cut it"
                 )

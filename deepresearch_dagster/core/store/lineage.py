@@ -166,17 +166,71 @@ def check_database_file(path: str | Path) -> None:
         raise storage from exc
 
 
+def _take_turn(lock_file: Any, wait_file: Any, path: str | Path) -> None:
+    """Take ``<db>.lock`` exclusively; while it is held elsewhere, hold ``<db>.wait`` shared so
+    the holder sees a waiter and lets go (module docstring)."""
+    try:
+        fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    fcntl.flock(wait_file, fcntl.LOCK_SH)  # the holder sees a waiter and lets go
+    try:
+        deadline = time.monotonic() + _WAIT_TIMEOUT_S
+        delay = _WAIT_POLL_S[0]
+        while True:
+            try:
+                fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise duckdb.IOException(f"{path} stayed locked by another process") from None
+                time.sleep(delay)
+                delay = min(delay * 2, _WAIT_POLL_S[1])
+    finally:
+        fcntl.flock(wait_file, fcntl.LOCK_UN)
+
+
+@contextmanager
+def _turn(path: str | Path) -> Iterator[None]:
+    """This process's turn on the file for one connection (the lock protocol), where it can be
+    taken: a run that holds the file lets go for it within ``MAX_HOLD_S``."""
+    files: list[Any] = []
+    try:
+        if fcntl is not None:  # Windows: connect retries only
+            files = [open(f"{path}{suffix}", "a+b") for suffix in (".lock", ".wait")]  # noqa: SIM115
+    except OSError:  # no lock files next to a read-only database: connect retries only
+        for file in files:
+            file.close()
+        files = []
+    if not files:
+        yield
+        return
+    lock_file, wait_file = files
+    try:
+        _take_turn(lock_file, wait_file, path)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock_file, fcntl.LOCK_UN)
+    finally:
+        lock_file.close()
+        wait_file.close()
+
+
 def path_connect(path: str | Path) -> Connect:
-    """Connection factory for plain-Python use; retries briefly while another process writes."""
+    """Connection factory for plain-Python use (the CLI's read commands): takes its turn through
+    the lock protocol, and retries briefly while a process outside it holds the file."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
 
     @contextmanager
     def connect() -> Iterator[duckdb.DuckDBPyConnection]:
-        conn = _open_retrying(path)
-        try:
-            yield conn
-        finally:
-            conn.close()
+        with _turn(path):
+            conn = _open_retrying(path)
+            try:
+                yield conn
+            finally:
+                conn.close()
 
     return connect
 
@@ -479,26 +533,7 @@ class _Lease:
                 self._reaper.start()
 
     def _lock_exclusive(self) -> None:
-        try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            pass
-        fcntl.flock(self._wait_file, fcntl.LOCK_SH)  # the holder sees a waiter and lets go
-        try:
-            deadline = time.monotonic() + _WAIT_TIMEOUT_S
-            delay = _WAIT_POLL_S[0]
-            while True:
-                try:
-                    fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    return
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise duckdb.IOException(f"{self.path} stayed locked by another process") from None
-                    time.sleep(delay)
-                    delay = min(delay * 2, _WAIT_POLL_S[1])
-        finally:
-            fcntl.flock(self._wait_file, fcntl.LOCK_UN)
+        _take_turn(self._lock_file, self._wait_file, self.path)
 
     def _others_waiting(self) -> bool:
         try:

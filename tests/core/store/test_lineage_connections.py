@@ -98,6 +98,25 @@ def test_a_session_commits_and_keeps_the_file_while_nobody_waits(tmp_path, monke
     assert _llm_rows(tmp_path / "lineage.duckdb") == 3
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file locks")
+def test_a_read_command_takes_its_turn_while_a_run_holds_the_file(tmp_path):
+    """The CLI's read commands (``deepresearch ls``, ``audit``: ``path_connect``) announce
+    themselves like a waiting run: the run lets go instead of holding the file to its end."""
+    path = tmp_path / "lineage.duckdb"
+    store = LineageStore.at(path)
+    lease = store._lease
+    with store.session():
+        _llm_call(store)
+        with store.waiting():
+            assert _wait_for(lambda: _committed(lease))
+            start = time.monotonic()
+            with lineage_module.path_connect(path)() as conn:
+                assert conn.execute("SELECT count(*) FROM llm_calls").fetchone()[0] == 1
+            assert time.monotonic() - start < lineage_module.MAX_HOLD_S
+        _llm_call(store)  # the run takes the file back
+    assert _llm_rows(path) == 2
+
+
 def test_the_lease_thread_checkpoints_while_the_research_waits(tmp_path, monkeypatch):
     """Committed rows are moved from the write-ahead log into the file during a wait, not all by
     the close at the session's end (on the research's path)."""
