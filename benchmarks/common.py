@@ -406,10 +406,11 @@ class ServicesProcess:
     """The same fakes as ``web_services``, served by a process of their own (``services_process``).
 
     A real model server, search provider or website is another process: fakes served by threads of
-    the benchmark's process would compete with the research for its GIL and count their own work
-    as the research's. The child runs ``web_services`` unchanged (same answers, same latency, same
-    timing records); this proxy forwards ``WebServices``' methods over a pipe. The call intervals
-    are ``time.perf_counter`` readings of the child: on Linux it is CLOCK_MONOTONIC, one clock for
+    the benchmark's process compete with the research for its GIL and their work runs among the
+    research's (on this machine that made no difference beyond the noise: docs/performance.md).
+    The child runs ``web_services`` unchanged (same answers, same latency, same timing records);
+    this proxy forwards ``WebServices``' methods over a pipe. The call intervals are
+    ``time.perf_counter`` readings of the child: on Linux it is CLOCK_MONOTONIC, one clock for
     every process, which ``services_process`` checks at start."""
 
     def __init__(self, conn: Any, env: dict[str, str]) -> None:

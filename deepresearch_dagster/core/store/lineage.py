@@ -17,9 +17,9 @@ a close (checkpoint) costs 20-40 ms, which used to be paid by every lineage stat
   the whole session, so a research pays one connect and one close (each 20-40 ms, which a
   let-go every few seconds used to cost again on the research's path). While the research
   waits on a call the lease's thread checkpoints the committed rows into the file (at most
-  every ``CHECKPOINT_EVERY_S``), so the close at the end has little left to write. At a session's start
-  the lease's thread opens it while the caller sets up, so its first statement does not pay
-  the connect.
+  every ``CHECKPOINT_EVERY_S``), so the close at the end has little left to write. At a
+  session's start the lease's thread opens the file while the caller sets up, so its first
+  statement does not pay the connect.
 * Processes take turns through ``<db>.lock`` (an flock held while the connection is open); a
   waiter holds a shared flock on ``<db>.wait`` so the holder sees it and lets go. A process
   outside this protocol (the duckdb CLI) gets the file between sessions, with the usual connect
