@@ -7,6 +7,7 @@ Benchmarks import the project's real code and the fakes in ``tests/fakes``; run 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -368,6 +369,15 @@ class WebServices:
     def intervals(self) -> list[tuple[float, float]]:
         return [*self.model.intervals, *self.search.intervals, *self.site.intervals]
 
+    def set_latency(self, latency_s: float) -> None:
+        self.model.latency_s = self.search.latency_s = self.site.latency_s = latency_s
+
+    def set_steps(self, steps: int) -> None:
+        self.model.steps = steps
+
+    def reset_state(self) -> None:
+        self.model.reset_state()
+
 
 @contextmanager
 def web_services(pages: list[Page], latency_s: float = 0.0, steps: int = 3, fetches: int = 3) -> Iterator[WebServices]:
@@ -390,6 +400,86 @@ def web_services(pages: list[Page], latency_s: float = 0.0, steps: int = 3, fetc
             "DEEPRESEARCH_LLM_BACKOFF_BASE": "0.05",
         }
         yield WebServices(model, search, site, env)
+
+
+class ServicesProcess:
+    """The same fakes as ``web_services``, served by a process of their own (``services_process``).
+
+    A real model server, search provider or website is another process: fakes served by threads of
+    the benchmark's process compete with the research for its GIL and their work runs among the
+    research's (on this machine that made no difference beyond the noise: docs/performance.md).
+    The child runs ``web_services`` unchanged (same answers, same latency, same timing records);
+    this proxy forwards ``WebServices``' methods over a pipe. The call intervals are
+    ``time.perf_counter`` readings of the child: on Linux it is CLOCK_MONOTONIC, one clock for
+    every process, which ``services_process`` checks at start."""
+
+    def __init__(self, conn: Any, env: dict[str, str]) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+        self.env = env
+
+    def _ask(self, method: str, *args: Any) -> Any:
+        with self._lock:
+            self._conn.send((method, args))
+            ok, value = self._conn.recv()
+        if not ok:
+            raise RuntimeError(f"services process: {method}: {value}")
+        return value
+
+    def request_counts(self) -> dict[str, int]:
+        return self._ask("request_counts")
+
+    def intervals(self) -> list[tuple[float, float]]:
+        return self._ask("intervals")
+
+    def set_latency(self, latency_s: float) -> None:
+        self._ask("set_latency", latency_s)
+
+    def set_steps(self, steps: int) -> None:
+        self._ask("set_steps", steps)
+
+    def reset_state(self) -> None:
+        self._ask("reset_state")
+
+
+def _serve_services(conn: Any, folder: str, steps: int, fetches: int) -> None:
+    """The child of ``services_process``: the fakes, answering the parent's calls until "stop"."""
+    with web_services(load_pages(Path(folder)), steps=steps, fetches=fetches) as services:
+        conn.send((services.env, time.perf_counter()))
+        while True:
+            method, args = conn.recv()
+            if method == "stop":
+                break
+            try:
+                conn.send((True, getattr(services, method)(*args)))
+            except Exception as exc:  # reported to the parent, which raises it
+                conn.send((False, f"{type(exc).__name__}: {exc}"))
+    conn.close()
+
+
+@contextmanager
+def services_process(folder: Path | None = None, steps: int = 3, fetches: int = 3) -> Iterator[ServicesProcess]:
+    """``web_services`` in a process of its own (the pages of ``folder``, read by the child)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads
+    parent, child = context.Pipe()
+    process = context.Process(
+        target=_serve_services, args=(child, str(folder or pages_dir()), steps, fetches), daemon=True
+    )
+    before = time.perf_counter()
+    process.start()
+    try:
+        env, child_clock = parent.recv()
+        if not before <= child_clock <= time.perf_counter():
+            raise RuntimeError("the services process's perf_counter is not this process's clock")
+        yield ServicesProcess(parent, env)
+    finally:
+        with contextlib.suppress(OSError, BrokenPipeError):
+            parent.send(("stop", ()))
+        process.join(timeout=10)
+        if process.is_alive():
+            process.kill()
 
 
 def question(index: int) -> str:

@@ -5,6 +5,14 @@ three search queries and three pages) against the fake OpenAI-compatible server,
 search API and the fake website on 127.0.0.1, each adding a fixed latency to every request
 (quick: 0 ms and 200 ms; --full: 0, 50 and 200 ms, 3 repetitions each, median reported).
 
+Processes: the research (plain, or Dagster's in-process run) runs in this process; the three fakes
+run in a process of their own (benchmarks/common.services_process, started with "spawn"), as real
+model servers, search providers and websites do, so their threads do not compete with the research
+for this process's GIL and their work is not counted as the research's. The fakes are the same
+objects with the same answers and latency; they record each call's interval with time.perf_counter,
+CLOCK_MONOTONIC on Linux, one clock for both processes (checked at start). --fakes-in-process serves
+them from threads of this process instead, as this benchmark did until 2026-11-26.
+
   plain    one research through core.pipeline.run_research (plain Python)
   dagster  research_job.execute_in_process(partition_key=…) in a temp DAGSTER_HOME with the
            project's dagster.yaml (partition registered and definitions built before timing;
@@ -29,7 +37,9 @@ figures measured before the shared lineage connection (BEFORE).
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -39,6 +49,7 @@ from typing import Any
 
 from common import (
     CONNECTS,
+    ServicesProcess,
     WebServices,
     busy_seconds,
     clean_env,
@@ -51,6 +62,7 @@ from common import (
     parse_args,
     print_table,
     question,
+    services_process,
     web_services,
     write_result,
 )
@@ -73,15 +85,15 @@ BEFORE: dict[str, dict[str, float]] = {
 }
 
 
-def set_latency(services: WebServices, latency: float) -> None:
-    services.model.latency_s = services.search.latency_s = services.site.latency_s = latency
+Services = WebServices | ServicesProcess
 
 
-def counts(services: WebServices) -> tuple[int, int, int]:
-    return len(services.model.requests), len(services.search.requests), len(services.site.requests)
+def counts(services: Services) -> tuple[int, int, int]:
+    c = services.request_counts()
+    return c["llm"], c["search"], c["web"]
 
 
-def run_plain(root: Path, services: WebServices, index: int) -> float:
+def run_plain(root: Path, services: Services, index: int) -> float:
     from deepresearch_dagster.core.config import ResearchSettings
     from deepresearch_dagster.core.pipeline import run_research
 
@@ -93,7 +105,7 @@ def run_plain(root: Path, services: WebServices, index: int) -> float:
     return time.perf_counter() - start
 
 
-def run_dagster(root: Path, services: WebServices, index: int) -> tuple[float, float]:
+def run_dagster(root: Path, services: Services, index: int) -> tuple[float, float]:
     """Returns (materialization wall, set-up time excluded from it)."""
     setup = time.perf_counter()
     os.environ["DAGSTER_HOME"] = str(make_dagster_home(root / "dagster_home"))
@@ -148,13 +160,13 @@ def clear_memos() -> None:
 COLD = {"on": False}
 
 
-def measure(tmp: Path, services: WebServices, kind: str, latency: float, index: int) -> dict[str, Any]:
+def measure(tmp: Path, services: Services, kind: str, latency: float, index: int) -> dict[str, Any]:
     clear_robots_cache()
     if COLD["on"]:
         clear_memos()
     memo_before = _memo_counts()
-    services.model.reset_state()
-    set_latency(services, latency)
+    services.reset_state()
+    services.set_latency(latency)
     root = tmp / f"{kind}-{latency}-{index}"
     before = counts(services)
     connects_before = dict(CONNECTS)
@@ -170,6 +182,7 @@ def measure(tmp: Path, services: WebServices, kind: str, latency: float, index: 
     llm, search, web = (a - b for a, b in zip(after, before, strict=True))
     memo = {k: v - memo_before[k] for k, v in _memo_counts().items()}
     critical = busy_seconds(services.intervals(), since=since)
+    reports = sorted((root / "artifacts").rglob("report.md"))
     return {
         "kind": kind,
         "latency_s": latency,
@@ -182,6 +195,13 @@ def measure(tmp: Path, services: WebServices, kind: str, latency: float, index: 
         "setup_excluded_s": round(setup_s, 3),
         "duckdb_connects": connects,  # including the excluded set-up for dagster (a few)
         "memo": memo,  # page extractions and corpus opens served from this process's memory
+        # The research's report, to check that a change of the machinery left its bytes alone (the
+        # fakes' ports, which change from run to run, left out).
+        "report_sha256": hashlib.sha256(
+            re.sub(rb"127\.0\.0\.1:\d+", b"127.0.0.1:PORT", b"".join(p.read_bytes() for p in reports))
+        ).hexdigest()
+        if reports
+        else None,
     }
 
 
@@ -190,17 +210,18 @@ def measure(tmp: Path, services: WebServices, kind: str, latency: float, index: 
 PROFILE_GROUPS = (
     ("DuckDB statements", ("duckdb",)),
     ("waiting on fan-out threads (search, fetch, page extraction)", ("acquire' of '_thread", "thread.lock", "futures")),
-    ("socket waits (the fakes answer from threads of this process)", ("recv", "select", "poll", "sendall")),
+    ("socket waits (the fakes' answers)", ("recv", "select", "poll", "sendall")),
     ("HTTP client (openai SDK, httpx)", ("openai", "httpx", "httpcore", "h11", "anyio", "ssl")),
     ("pydantic validation", ("pydantic",)),
     ("page extraction (trafilatura, lxml)", ("trafilatura", "lxml", "justext", "courlan", "htmldate")),
     ("file writes (raw outputs, artifacts)", ("fsync", "'open'", "rename", "replace", "method 'write'", "mkstemp")),
 )
 REMEDY = {
-    "DuckDB statements": "fewer lineage reads on the research's path (the circuit breaker's, the compression "
-    "cache's) and fewer reconnects after the file was let go (the rows themselves are written by the lease's thread)",
-    "socket waits (the fakes answer from threads of this process)": "the fake servers run as threads of this "
-    "process, so their CPU counts here; served from another process (as real servers are) it would not",
+    "DuckDB statements": "fewer lineage reads on the research's path (cache lookups that miss, the circuit "
+    "breaker's outcomes per context) and a cheaper close at the run's end (the rows themselves are written by the "
+    "lease's thread, and the file stays open for the run while no other process waits for it)",
+    "socket waits (the fakes' answers)": "the fakes answer from a process of their own, as real servers do "
+    "(with --fakes-in-process, from threads of this one)",
     "HTTP client (openai SDK, httpx)": "the openai SDK builds and validates each request; a leaner HTTP path per call",
     "pydantic validation": "fewer model validations on the hot path",
     "file writes (raw outputs, artifacts)": "raw outputs are written and fsynced before use by design (kept)",
@@ -246,14 +267,14 @@ def profile_groups(stats: Any) -> tuple[float, list[tuple[str, float]]]:
     return total, sorted(groups.items(), key=lambda g: -g[1])
 
 
-def profile_plain(tmp: Path, services: WebServices) -> dict[str, Any]:
+def profile_plain(tmp: Path, services: Services) -> dict[str, Any]:
     """One plain research at 0 ms under cProfile (main thread): where the local time goes."""
     import cProfile
     import pstats
 
     clear_robots_cache()
-    services.model.reset_state()
-    set_latency(services, 0.0)
+    services.reset_state()
+    services.set_latency(0.0)
     profiler = cProfile.Profile()
     profiler.enable()
     wall = run_plain(tmp / "profiled", services, 77)
@@ -279,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
         __doc__,
         argv,
         cold={"action": "store_true", "help": "empty the extraction memo and corpus index before every research"},
+        fakes_in_process={
+            "action": "store_true",
+            "help": "serve the fakes from threads of this process (as before 2026-11-26), not a process of their own",
+        },
     )
     COLD["on"] = args.cold
     clean_env()
@@ -289,12 +314,13 @@ def main(argv: list[str] | None = None) -> int:
     reps = 3 if args.full else 1
     print(f"inputs: {len(pages)} pages from {pages_dir()}; latencies {latencies} s; {reps} repetition(s)")
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp_name, web_services(pages) as services:
+    serve = web_services(pages) if args.fakes_in_process else services_process()
+    with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp_name, serve as services:
         tmp = Path(tmp_name)
         os.environ.update(services.env)
-        services.model.steps = 1  # a small warm-up research: imports and first-use costs only
+        services.set_steps(1)  # a small warm-up research: imports and first-use costs only
         warm = [measure(tmp, services, kind, 0.0, 90 + i) for i, kind in enumerate(("plain", "dagster"))]
-        services.model.steps = 3
+        services.set_steps(3)
         print(f"warm-up (latency 0): plain {warm[0]['wall_s']} s, dagster {warm[1]['wall_s']} s")
         index = 1
         for latency in latencies:
@@ -368,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
             if res["kind"] == "dagster":
                 why += (
                     f". Dagster adds {dagster_extra:.2f} s at 0 ms: its step machinery (compute-log capture "
-                    "through tail processes, ~85 events per run; the event log keeps one SQLite "
+                    "through tail processes, ~80 events per run; the event log keeps one SQLite "
                     "connection per database for the run: defs/event_log.py) — fewer steps and events "
                     "(assets, checks, log lines) would cut it"
                 )
@@ -387,7 +413,10 @@ def main(argv: list[str] | None = None) -> int:
     write_result(
         "orchestration_overhead",
         {
-            "mode": ("full" if args.full else "quick") + (" cold" if args.cold else ""),
+            "mode": ("full" if args.full else "quick")
+            + (" cold" if args.cold else "")
+            + (" fakes in process" if args.fakes_in_process else ""),
+            "fakes": "threads of the benchmark's process" if args.fakes_in_process else "a process of their own",
             "inputs": {"pages_dir": str(pages_dir()), "latencies_s": latencies, "repetitions": reps},
             "goal": "wall ÷ critical-path latency ≤ 1.10; at 0 ms latency ≤ 1 s plain, ≤ 3 s through Dagster",
             "before": {"note": BEFORE_NOTE, "figures": BEFORE},

@@ -21,7 +21,14 @@ import threading
 import time
 from pathlib import Path
 
-from common import clean_env, count_duckdb_connects, guard_extractive_compressor, load_pages, web_services
+from common import (
+    clean_env,
+    count_duckdb_connects,
+    guard_extractive_compressor,
+    load_pages,
+    services_process,
+    web_services,
+)
 from orchestration_overhead import measure
 
 MARKS = ("deepresearch_dagster", "/dagster/", "sqlalchemy", "duckdb")
@@ -31,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("kind", nargs="?", default="plain", choices=("plain", "dagster"))
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--depth", type=int, default=2, help="how many of the deepest frames name a sample")
+    parser.add_argument("--fakes-in-process", action="store_true", help="serve the fakes from threads of this process")
     args = parser.parse_args(argv)
     clean_env()
     guard_extractive_compressor()
@@ -49,13 +58,14 @@ def main(argv: list[str] | None = None) -> int:
             samples.append((time.perf_counter(), stack[::-1]))
             time.sleep(0.002)
 
-    with tempfile.TemporaryDirectory(prefix="bench-gaps-") as tmp_name, web_services(load_pages()) as services:
+    serve = web_services(load_pages()) if args.fakes_in_process else services_process()
+    with tempfile.TemporaryDirectory(prefix="bench-gaps-") as tmp_name, serve as services:
         tmp = Path(tmp_name)
         os.environ.update(services.env)
-        services.model.steps = 1
+        services.set_steps(1)
         for i, kind in enumerate(("plain", "dagster")):  # the benchmark's warm-up
             measure(tmp, services, kind, 0.0, 90 + i)
-        services.model.steps = 3
+        services.set_steps(3)
         sampler = threading.Thread(target=sample, daemon=True)
         start = time.perf_counter()
         sampler.start()
@@ -68,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     where: collections.Counter[str] = collections.Counter()
     for stack in in_gaps:
         ours = [f"{Path(f).name}:{name}" for f, name in stack if any(m in f for m in MARKS)]
-        where[" > ".join(ours[-2:]) or "(other)"] += 1
+        where[" > ".join(ours[-args.depth :]) or "(other)"] += 1
     print(
         f"{args.kind} at 200 ms: wall {row['wall_s']} s, critical path {row['critical_path_s']} s, "
         f"overhead {row['overhead_s']} s; {len(in_gaps)} of {len(samples)} samples while no call was in flight"

@@ -229,11 +229,10 @@ def run_research(
     """The whole pipeline without Dagster (library use and fast tests). The stages and their
     order are the same ones the Dagster assets call, so both paths write the same files;
     ``partition_key`` names a dated partition of a recurring topic (``<slug>--YYYY-MM-DD``)."""
-    lineage = LineageStore.at(settings.lineage_database)
     # One session for the run, as `launcher.run_job` holds for the Dagster ops: the stages share
-    # this process's connection, which is let go whenever another process waits for the file
-    # (and when idle), and committed and closed at the run's end.
-    with lineage.session():
+    # this process's connection, which is let go whenever another process waits for the file,
+    # and committed and closed at the run's end.
+    with LineageStore.session_at(settings.lineage_database) as lineage:
         key = register(lineage, question, options, partition_key=partition_key)
         ctx = open_context(key, settings, lineage, log=log)
         # One run per partition (the Dagster assets take the same lock per stage).

@@ -19,7 +19,13 @@ from deepresearch_dagster.core.errors import StructuredOutputError
 from deepresearch_dagster.core.evaluation.judge import judge_for
 from deepresearch_dagster.core.llm import prompts
 from deepresearch_dagster.core.llm.contracts import COMPRESSOR
-from deepresearch_dagster.core.llm.example_leaks import LeakDetector, detector, find_leaks, instruction_text
+from deepresearch_dagster.core.llm.example_leaks import (
+    LeakDetector,
+    detector,
+    find_leaks,
+    folded,
+    instruction_text,
+)
 from deepresearch_dagster.core.llm.prompts import (
     EXAMPLE_PLACEHOLDER,
     PROMPT_DIR,
@@ -190,6 +196,21 @@ def test_a_distinctive_string_the_input_holds_is_never_a_leak(distinctive, befor
     answer = f"{before} {distinctive.text} {after}"
     assert distinctive.text in find_leaks(answer, [{"role": "user", "content": before}])
     assert find_leaks(answer, [{"role": "user", "content": f"{after} {distinctive.text} {before}"}]) == []
+
+
+# Characters re.IGNORECASE matches with an ASCII letter although str.lower() does not lower to it.
+_ODD_CASES = {"s": "ſ", "i": "ıİ", "k": "\u212a"}
+
+
+@given(st.sampled_from(detector().strings), free_text(), st.randoms())
+def test_the_needle_shortcut_finds_what_the_patterns_find(distinctive, around, rng):
+    """An answer's fold is searched for each string's needle first: whatever the case of the copy,
+    the shortcut never hides a match its pattern makes."""
+    copy = "".join(rng.choice([c.upper(), c.lower(), *_ODD_CASES.get(c.lower(), "")]) for c in distinctive.text)
+    for text in (f"{around} {copy} {around}", f"{around} {distinctive.text}", around):
+        fold = folded(text)
+        for d in detector().strings:
+            assert d.in_answer(text, fold) == d.in_answer(text), (d.text, text)
 
 
 # -- call_structured and the judge ----------------------------------------------------------

@@ -53,8 +53,15 @@ class Distinctive:
     loose: re.Pattern[str]  # in the input (a name case-insensitively, even inside a longer word)
     # A phrase's words the prompts never use: an input that holds them all could have given it.
     new_words: tuple[str, ...] = ()
+    # ASCII, lower case, in every match's fold (:func:`folded`): an answer whose fold lacks it
+    # cannot match, so its pattern is not run (176 patterns on every parsed answer were most of
+    # this check's time). None: no such shortcut.
+    needle: str | None = None
 
-    def in_answer(self, text: str) -> bool:
+    def in_answer(self, text: str, fold: str | None = None) -> bool:
+        """``fold``: :func:`folded` of ``text``, for the shortcut."""
+        if fold is not None and self.needle is not None and self.needle not in fold:
+            return False
         return self.pattern.search(text) is not None
 
     def in_input(self, text: str) -> bool:
@@ -133,6 +140,22 @@ def _phrases(fragments: list[str], instructions: str) -> list[tuple[list[str], t
     return [(list(w), new) for w, new in found.items()]
 
 
+# The characters re.IGNORECASE matches with an ASCII letter that str.lower() does not turn into
+# it (dotless i, long s; dotted capital I, whose lower() is two characters). With them mapped,
+# every character that matches an ASCII letter or digit case-insensitively lowers to it (checked
+# over all of Unicode when this was written), so a needle found in no fold is in no match.
+_RE_FOLD = str.maketrans({"ı": "i", "ſ": "s", "İ": "i"})
+
+
+def folded(text: str) -> str:
+    """``text`` lowered as :meth:`Distinctive.in_answer`'s shortcut compares it."""
+    return text.translate(_RE_FOLD).lower()
+
+
+def _needle(literal: str) -> str | None:
+    return literal.lower() if literal.isascii() else None
+
+
 def _bounded(body: str) -> str:
     return rf"(?<![^\W_]){body}(?![^\W_])"
 
@@ -140,17 +163,24 @@ def _bounded(body: str) -> str:
 def derive(fragments: list[str], instructions: str) -> tuple[Distinctive, ...]:
     """The distinctive strings of the examples' text: names, then figures, then phrases."""
     out = [
-        Distinctive(name, "name", re.compile(_bounded(re.escape(name))), re.compile(re.escape(name), re.IGNORECASE))
+        Distinctive(
+            name,
+            "name",
+            re.compile(_bounded(re.escape(name))),
+            re.compile(re.escape(name), re.IGNORECASE),
+            needle=_needle(name),
+        )
         for name in _names(fragments, instructions)
     ]
     for written, number, unit in _figures(fragments):
         # "412 passengers" is also "412-passenger"; the unit is matched as a prefix (plurals).
         stem = unit[:-1] if len(unit) > 3 and unit.isalpha() and unit.lower().endswith("s") else unit
         pattern = re.compile(rf"(?<![\d.,]){re.escape(number)}\s*-?\s*{re.escape(stem)}", re.IGNORECASE)
-        out.append(Distinctive(written, "figure", pattern, pattern))
+        out.append(Distinctive(written, "figure", pattern, pattern, needle=_needle(number)))
     for words, new in _phrases(fragments, instructions):
         pattern = re.compile(_bounded(r"[\W_]+".join(map(re.escape, words))), re.IGNORECASE)
-        out.append(Distinctive(" ".join(words), "phrase", pattern, pattern, new))
+        longest = max(words, key=len)
+        out.append(Distinctive(" ".join(words), "phrase", pattern, pattern, new, _needle(longest)))
     return tuple(out)
 
 
@@ -181,13 +211,15 @@ class LeakDetector:
 
     def found_in(self, text: str) -> list[str]:
         """The distinctive strings ``text`` contains (whatever the input)."""
-        return [d.text for d in self.strings if d.in_answer(text)]
+        fold = folded(text)
+        return [d.text for d in self.strings if d.in_answer(text, fold)]
 
     def leaks(self, answer: Any, messages: Iterable[dict[str, Any]]) -> list[str]:
         """The distinctive strings ``answer`` (text, or a parsed JSON value: its strings) repeats
         that the request's input does not contain; empty when there is no leak."""
         text = answer if isinstance(answer, str) else "\n".join(strings_of(answer))
-        hits = [d for d in self.strings if d.in_answer(text)]
+        fold = folded(text)
+        hits = [d for d in self.strings if d.in_answer(text, fold)]
         if not hits:
             return []
         given = self.input_text(messages)

@@ -193,13 +193,15 @@ def run_calls(
             break
     requests = requests[: len(reservations)]
     refused = [state.provenance.refusal(r.name, r.arguments, toolbox.tools.get(r.name)) for r in requests]
-    with ctx.lineage.session():
-        cached = [
-            cache.get(r.name, r.arguments, t.cache_scope)
-            if (t := toolbox.tools.get(r.name)) and t.cacheable and not no
-            else None
-            for r, no in zip(requests, refused, strict=True)
-        ]
+    with ctx.lineage.session():  # one lookup for the fan-out's calls
+        cached = cache.get_many(
+            [
+                (r.name, r.arguments, t.cache_scope)
+                if (t := toolbox.tools.get(r.name)) and t.cacheable and not no
+                else None
+                for r, no in zip(requests, refused, strict=True)
+            ]
+        )
     pending = [r for r, c, no in zip(requests, cached, refused, strict=True) if c is None and not no]
     with ctx.lineage.waiting():  # the lineage file's housekeeping happens meanwhile
         executed = iter(run_concurrently(toolbox, pending, ctx.settings.fanout_concurrency))

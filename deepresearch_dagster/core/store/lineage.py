@@ -12,13 +12,17 @@ a close (checkpoint) costs 20-40 ms, which used to be paid by every lineage stat
   Dagster op, a ``launcher.run_job`` run. Outside one, a call connects and closes as before, so
   the file is free again as soon as the call returns.
 * Inside a session it is let go after the current statement when another process waits for
-  the file, when idle for ``LINGER_S`` (a long model call), after ``MAX_HOLD_S`` open, and at
-  the session's end, so no process is shut out for long. After a ``MAX_HOLD_S`` let-go, and at
-  a session's start, the lease's thread opens it again (``REOPEN_GAP_S`` later) while the
-  research waits, so the research's next statement does not pay the connect.
+  the file (within ``MAX_HOLD_S``: the lease's thread looks every ``_POLL_S``, and every
+  statement's end looks too) and at the session's end; while nobody waits it stays open for
+  the whole session, so a research pays one connect and one close (each 20-40 ms, which a
+  let-go every few seconds used to cost again on the research's path). While the research
+  waits on a call the lease's thread checkpoints the committed rows into the file (at most
+  every ``CHECKPOINT_EVERY_S``), so the close at the end has little left to write. At a
+  session's start the lease's thread opens the file while the caller sets up, so its first
+  statement does not pay the connect.
 * Processes take turns through ``<db>.lock`` (an flock held while the connection is open); a
   waiter holds a shared flock on ``<db>.wait`` so the holder sees it and lets go. A process
-  outside this protocol (the duckdb CLI) gets the file in the gaps, with the usual connect
+  outside this protocol (the duckdb CLI) gets the file between sessions, with the usual connect
   retries. Without POSIX locks (Windows) every call opens a short connection, as before.
 * Inside a session the rows of the frequent calls (LLM calls, tool calls, their summaries and
   caches: :meth:`LineageStore._queued`) are queued in memory and written by the lease's thread
@@ -55,7 +59,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -81,21 +85,19 @@ except ImportError:  # pragma: no cover - Windows: no shared connection
 
 Connect = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
 
-# Inside a session: close the held connection after this long without a statement (a model
-# call), or after this long open (a process that ignores the lock file gets a gap), or at once
-# when another process waits for the file.
-LINGER_S = 0.5
+# Inside a session the held connection is let go only when another process waits for the file
+# (the lock protocol above): that process gets it within this bound (tests).
 MAX_HOLD_S = 2.0
 # Inside a session, statements are grouped into one transaction, committed after this long or
 # as soon as the process pauses this long between statements (by the lease's thread, while the
 # research waits for a model or a page), and before the connection is let go.
 COMMIT_EVERY_S = 0.5
 COMMIT_IDLE_S = 0.02
+# A file held for a whole session: while the research waits on a call, the lease's thread
+# checkpoints what was committed (at most this often), so the close at the session's end, on
+# the research's path, has little left to write into the file.
+CHECKPOINT_EVERY_S = 1.0
 _POLL_S = 0.01
-# How long the file stays free after a MAX_HOLD_S let-go before the lease's thread opens it again.
-REOPEN_GAP_S = 0.02
-# From this share of MAX_HOLD_S on, the file is let go as soon as the research waits on a call.
-EARLY_LET_GO = 0.75
 # Waiting for the lock file: poll interval and the give-up time.
 _WAIT_POLL_S = (0.001, 0.005)
 _WAIT_TIMEOUT_S = 600.0
@@ -166,17 +168,71 @@ def check_database_file(path: str | Path) -> None:
         raise storage from exc
 
 
+def _take_turn(lock_file: Any, wait_file: Any, path: str | Path) -> None:
+    """Take ``<db>.lock`` exclusively; while it is held elsewhere, hold ``<db>.wait`` shared so
+    the holder sees a waiter and lets go (module docstring)."""
+    try:
+        fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    fcntl.flock(wait_file, fcntl.LOCK_SH)  # the holder sees a waiter and lets go
+    try:
+        deadline = time.monotonic() + _WAIT_TIMEOUT_S
+        delay = _WAIT_POLL_S[0]
+        while True:
+            try:
+                fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise duckdb.IOException(f"{path} stayed locked by another process") from None
+                time.sleep(delay)
+                delay = min(delay * 2, _WAIT_POLL_S[1])
+    finally:
+        fcntl.flock(wait_file, fcntl.LOCK_UN)
+
+
+@contextmanager
+def _turn(path: str | Path) -> Iterator[None]:
+    """This process's turn on the file for one connection (the lock protocol), where it can be
+    taken: a run that holds the file lets go for it within ``MAX_HOLD_S``."""
+    files: list[Any] = []
+    try:
+        if fcntl is not None:  # Windows: connect retries only
+            files = [open(f"{path}{suffix}", "a+b") for suffix in (".lock", ".wait")]  # noqa: SIM115
+    except OSError:  # no lock files next to a read-only database: connect retries only
+        for file in files:
+            file.close()
+        files = []
+    if not files:
+        yield
+        return
+    lock_file, wait_file = files
+    try:
+        _take_turn(lock_file, wait_file, path)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock_file, fcntl.LOCK_UN)
+    finally:
+        lock_file.close()
+        wait_file.close()
+
+
 def path_connect(path: str | Path) -> Connect:
-    """Connection factory for plain-Python use; retries briefly while another process writes."""
+    """Connection factory for plain-Python use (the CLI's read commands): takes its turn through
+    the lock protocol, and retries briefly while a process outside it holds the file."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
 
     @contextmanager
     def connect() -> Iterator[duckdb.DuckDBPyConnection]:
-        conn = _open_retrying(path)
-        try:
-            yield conn
-        finally:
-            conn.close()
+        with _turn(path):
+            conn = _open_retrying(path)
+            try:
+                yield conn
+            finally:
+                conn.close()
 
     return connect
 
@@ -231,8 +287,8 @@ class _Lease:
     _all: ClassVar[dict[tuple[int, str], _Lease]] = {}
     _all_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    # Whether the connection is let go when another process waits, when idle and after
-    # MAX_HOLD_S (a file admits one process at a time; a Postgres server does not need it).
+    # Whether the connection is let go when another process waits (a file admits one process at
+    # a time; a Postgres server does not need it).
     lets_go = True
 
     def __init__(self, path: str) -> None:
@@ -252,6 +308,8 @@ class _Lease:
         self.opens = 0
         self.txn_open = False  # a grouped transaction (inside a session)
         self.txn_started = 0.0
+        self.unchecked = False  # writes committed since the last checkpoint (CHECKPOINT_EVERY_S)
+        self.checkpointed_at = 0.0
         self.journal: list[tuple[str, list[Any]]] = []
         # Units queued inside a session (defer), and the error of a unit the lease's thread could
         # not write (raised at this process's next lineage call).
@@ -259,8 +317,7 @@ class _Lease:
         self.queue_lock = threading.Lock()
         self.failure: BaseException | None = None
         self.retry_at = 0.0  # the lease's thread tries queued units again from then
-        # When the lease's thread opens the file ahead of the next statement: at a session's start,
-        # and REOPEN_GAP_S after letting go at MAX_HOLD_S while the session goes on.
+        # When the lease's thread opens the file ahead of the session's first statement.
         self.reopen_at: float | None = None
         # Compressions this process wrote or read (content-addressed: a key's row never changes),
         # so a cache hit does not wait for the connection, a connect or the queue.
@@ -411,6 +468,7 @@ class _Lease:
             self._undo(len(self.journal))
             raise
         self.txn_open = False
+        self.unchecked = self.unchecked or bool(self.journal)
         self.journal.clear()
 
     def _send_commit(self) -> None:
@@ -483,26 +541,7 @@ class _Lease:
                 self._reaper.start()
 
     def _lock_exclusive(self) -> None:
-        try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            pass
-        fcntl.flock(self._wait_file, fcntl.LOCK_SH)  # the holder sees a waiter and lets go
-        try:
-            deadline = time.monotonic() + _WAIT_TIMEOUT_S
-            delay = _WAIT_POLL_S[0]
-            while True:
-                try:
-                    fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    return
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise duckdb.IOException(f"{self.path} stayed locked by another process") from None
-                    time.sleep(delay)
-                    delay = min(delay * 2, _WAIT_POLL_S[1])
-        finally:
-            fcntl.flock(self._wait_file, fcntl.LOCK_UN)
+        _take_turn(self._lock_file, self._wait_file, self.path)
 
     def _others_waiting(self) -> bool:
         try:
@@ -532,8 +571,9 @@ class _Lease:
             self.yield_next = True
 
     def _reap(self) -> None:
-        """Write the queued units while the process waits, commit, and close the idle
-        connection inside a session (see COMMIT_IDLE_S, LINGER_S, MAX_HOLD_S)."""
+        """Write the queued units while the process waits, commit, and let the connection go
+        when another process waits for the file or the sessions have ended (see COMMIT_IDLE_S,
+        MAX_HOLD_S)."""
         while True:
             time.sleep(_POLL_S)
             if not self.lock.acquire(blocking=False):
@@ -563,19 +603,8 @@ class _Lease:
                     if self.reopen_at is None and self._retire():
                         return
                     continue
-                idle = now - self.last_used >= LINGER_S
-                held = now - self.opened_at
-                # Held for MAX_HOLD_S: let go. From 3/4 of it on, already while the research waits
-                # on a model or a tool: the file is open again before the research needs it.
-                due = held >= MAX_HOLD_S or (held >= EARLY_LET_GO * MAX_HOLD_S and self.waiting > 0)
-                if self.sessions == 0 or (self.lets_go and (idle or due or self._others_waiting())):
+                if self.sessions == 0 or (self.lets_go and self._others_waiting()):
                     self._close()
-                    if self.sessions and not idle and not self.yield_next:
-                        # Let go at MAX_HOLD_S while busy: a process outside the lock protocol
-                        # gets the file for REOPEN_GAP_S, then it is opened again ahead of the
-                        # research's next statement (a waiting process of ours gets it first).
-                        self.reopen_at = now + REOPEN_GAP_S
-                        continue
                     if self._retire():
                         return
                 if self.txn_open and (
@@ -584,6 +613,16 @@ class _Lease:
                     or now - self.txn_started >= COMMIT_EVERY_S
                 ):
                     self._commit()  # while the research waits: off its critical path
+                if (
+                    self.lets_go
+                    and self.conn is not None
+                    and self.unchecked
+                    and self.waiting > 0
+                    and not self.txn_open
+                    and now - self.checkpointed_at >= CHECKPOINT_EVERY_S
+                ):
+                    self.conn.execute("CHECKPOINT")
+                    self.unchecked, self.checkpointed_at = False, time.monotonic()
             except Exception:  # the next statement reports a broken connection
                 continue
             finally:
@@ -757,6 +796,22 @@ class LineageStore:
             return cls(PostgresLineage.get(str(target)))
         return cls(None, str(Path(target).resolve()))
 
+    @classmethod
+    @contextmanager
+    def session_at(cls, path: str | Path) -> Iterator[LineageStore]:
+        """:meth:`at` and :meth:`session` in one: on a DuckDB file the session begins before the
+        store checks the schema, so that check's connection is the session's (one connect and
+        one close for a run instead of two of each)."""
+        target = lineage_target(path)
+        lease = None
+        if not is_postgres_url(target) and fcntl is not None:
+            with suppress(OSError):  # no lock files next to a read-only database: as `at` does
+                lease = _Lease.get(str(Path(target).resolve()))
+        with lease.session() if lease is not None else nullcontext():
+            store = cls.at(path)
+            with store.session():
+                yield store
+
     @contextmanager
     def _connect(self, grouped: bool = True, reads: frozenset[str] | None = None) -> Iterator[Any]:
         """``reads``: the tables a query reads, when it needs only their queued rows written first."""
@@ -792,9 +847,9 @@ class LineageStore:
     @contextmanager
     def waiting(self) -> Iterator[None]:
         """A block in which the caller makes no lineage statement: a model call, a tool fan-out.
-        Only a hint: the lease's thread commits, lets the file go at MAX_HOLD_S and opens it again
-        then, rather than while the research works between two statements (which would wait for
-        it). A statement made in the block anyway is served as always."""
+        Only a hint: the lease's thread writes the queued rows and commits then, rather than
+        while the research works between two statements (which would wait for it). A statement
+        made in the block anyway is served as always."""
         lease = self._lease
         if lease is None:
             yield
@@ -980,13 +1035,20 @@ class LineageStore:
     def tool_cache_lookup(self, cache_key: str, ttl_s: float) -> dict[str, Any] | None:
         """The cached tool result (artifact_path, sha256, kind, source, source_title, links) if it is
         younger than ``ttl_s`` seconds."""
+        return self.tool_cache_lookups([cache_key], ttl_s).get(cache_key)
+
+    def tool_cache_lookups(self, cache_keys: list[str], ttl_s: float) -> dict[str, dict[str, Any]]:
+        """:meth:`tool_cache_lookup` of several keys in one query (a fan-out's calls): key → row."""
+        if not cache_keys:
+            return {}
+        keys = list(dict.fromkeys(cache_keys))
         rows = self.query(
-            "SELECT artifact_path, sha256, kind, source, source_title, links FROM tool_cache WHERE cache_key = ? "
-            "AND created_at >= current_timestamp - to_seconds(?)",
-            [cache_key, float(ttl_s)],
+            "SELECT cache_key, artifact_path, sha256, kind, source, source_title, links FROM tool_cache "
+            f"WHERE cache_key IN ({', '.join('?' * len(keys))}) AND created_at >= current_timestamp - to_seconds(?)",
+            [*keys, float(ttl_s)],
             reads=frozenset({"tool_cache"}),
         )
-        return rows[0] if rows else None
+        return {row.pop("cache_key"): row for row in rows}
 
     def tool_call_ids(self, partition_key: str) -> set[str]:
         rows = self.query("SELECT call_id FROM tool_calls WHERE partition_key = ?", [partition_key])

@@ -49,11 +49,18 @@ class ToolCache:
         self.shared = shared
 
     def get(self, tool: str, arguments: dict[str, Any], scope: str = "") -> ToolResult | None:
+        return self.get_many([(tool, arguments, scope)])[0]
+
+    def get_many(self, calls: list[tuple[str, dict[str, Any], str] | None]) -> list[ToolResult | None]:
+        """:meth:`get` for each ``(tool, arguments, scope)`` (None: not looked up), in one query."""
         if self.ttl_s <= 0:
-            return None
-        row = self.lineage.tool_cache_lookup(tool_cache_key(tool, arguments, scope), self.ttl_s)
-        if row is None:
-            return None
+            return [None] * len(calls)
+        keys = [None if c is None else tool_cache_key(*c) for c in calls]
+        rows = self.lineage.tool_cache_lookups([k for k in keys if k is not None], self.ttl_s)
+        return [None if k is None or k not in rows else self._result(rows[k]) for k in keys]
+
+    def _result(self, row: dict[str, Any]) -> ToolResult | None:
+        """The cached result of a row, if its file is still the one recorded."""
         # Entries are shared across researches, so the file is looked up under the artifact root.
         path = (self.root / row["artifact_path"]).resolve()
         if not path.is_relative_to(self.root.resolve()):

@@ -51,6 +51,15 @@ def test_a_session_connects_once_and_the_file_is_free_after_it(tmp_path, connect
     assert _llm_rows(path) == 20
 
 
+def test_a_run_on_a_new_file_connects_once_schema_included(tmp_path, connects):
+    path = tmp_path / "lineage.duckdb"
+    with LineageStore.session_at(path) as store:
+        _llm_call(store)
+        store.role_outcomes("k", ["r1"], "planner")
+    assert connects["n"] == 1  # the schema check's connection is the session's
+    assert _llm_rows(path) == 1
+
+
 def test_outside_a_session_every_call_releases_the_file(tmp_path):
     path = tmp_path / "lineage.duckdb"
     store = LineageStore.at(path)
@@ -70,14 +79,94 @@ def test_a_failing_store_method_is_undone_alone(tmp_path):
     assert _llm_rows(path) == 2
 
 
-def test_an_idle_session_commits_and_lets_go(tmp_path, monkeypatch):
-    monkeypatch.setattr(lineage_module, "LINGER_S", 0.05)
+def test_a_session_commits_and_keeps_the_file_while_nobody_waits(tmp_path, monkeypatch, connects):
+    """A research's connection stays open between its waits (one connect per session, however
+    long), yet its rows are committed while it waits (they survive a kill: test below)."""
+    monkeypatch.setattr(lineage_module, "MAX_HOLD_S", 0.05)
+    store = LineageStore.at(tmp_path / "lineage.duckdb")
+    lease = store._lease
+    before, opens = connects["n"], lease.opens
+    with store.session():
+        for _ in range(3):
+            _llm_call(store)
+            with store.waiting():  # a model call: the lease's thread writes and commits meanwhile
+                assert _wait_for(lambda: _committed(lease))
+            assert _wait_for(lambda: time.monotonic() - lease.opened_at > 2 * lineage_module.MAX_HOLD_S)
+            assert lease.conn is not None
+        assert lease.opens - opens == 1
+    assert connects["n"] - before == 1
+    assert _llm_rows(tmp_path / "lineage.duckdb") == 3
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file locks")
+def test_a_read_command_takes_its_turn_while_a_run_holds_the_file(tmp_path):
+    """The CLI's read commands (``deepresearch ls``, ``audit``: ``path_connect``) announce
+    themselves like a waiting run: the run lets go instead of holding the file to its end."""
     path = tmp_path / "lineage.duckdb"
     store = LineageStore.at(path)
+    lease = store._lease
     with store.session():
         _llm_call(store)
-        time.sleep(0.5)  # a long model call: committed, then the file is let go
-        assert _llm_rows(path) == 1
+        with store.waiting():
+            assert _wait_for(lambda: _committed(lease))
+            start = time.monotonic()
+            with lineage_module.path_connect(path)() as conn:
+                assert conn.execute("SELECT count(*) FROM llm_calls").fetchone()[0] == 1
+            assert time.monotonic() - start < lineage_module.MAX_HOLD_S
+        _llm_call(store)  # the run takes the file back
+    assert _llm_rows(path) == 2
+
+
+def test_the_lease_thread_checkpoints_while_the_research_waits(tmp_path, monkeypatch):
+    """Committed rows are moved from the write-ahead log into the file during a wait, not all by
+    the close at the session's end (on the research's path)."""
+    monkeypatch.setattr(lineage_module, "CHECKPOINT_EVERY_S", 0.0)
+    path = tmp_path / "lineage.duckdb"
+    store = LineageStore.at(path)
+    lease = store._lease
+    wal = tmp_path / "lineage.duckdb.wal"
+    with store.session():
+        _llm_call(store)
+        assert _wait_for(lambda: _committed(lease))  # committed: in the write-ahead log
+        assert lease.unchecked and wal.stat().st_size > 0
+        with store.waiting():
+            assert _wait_for(lambda: not lease.unchecked)
+        assert not wal.exists() or wal.stat().st_size == 0
+        assert lease.conn is not None
+    assert _llm_rows(path) == 1
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file locks")
+def test_a_waiting_process_gets_the_file_within_max_hold(tmp_path):
+    """Another process that waits for the file (a shared flock on ``<db>.wait``, as
+    ``_Lease._lock_exclusive`` takes) gets it within MAX_HOLD_S while a session waits on a call,
+    and the session takes it back at its next statement."""
+    import fcntl
+
+    path = tmp_path / "lineage.duckdb"
+    store = LineageStore.at(path)
+    lease = store._lease
+    with store.session():
+        _llm_call(store)
+        with store.waiting():
+            assert _wait_for(lambda: lease.conn is not None)
+            with open(f"{path}.wait", "a+b") as wait, open(f"{path}.lock", "a+b") as lock:
+                fcntl.flock(wait, fcntl.LOCK_SH)  # another process starts waiting
+                start = time.monotonic()
+
+                def taken() -> bool:  # what the waiting process polls for
+                    try:
+                        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        return False
+                    return True
+
+                assert _wait_for(taken, timeout=lineage_module.MAX_HOLD_S)
+                assert time.monotonic() - start < lineage_module.MAX_HOLD_S
+                assert lease.conn is None
+                assert _llm_rows(path) == 1  # committed before it was let go
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                fcntl.flock(wait, fcntl.LOCK_UN)
         _llm_call(store)
     assert _llm_rows(path) == 2
 
@@ -165,6 +254,11 @@ def assert_survives_a_kill(target: str) -> None:
     assert LineageStore.at(target).tool_call_ids("k") == {"1.1"}
 
 
+def _committed(lease) -> bool:
+    with lease.lock:  # not while the lease's thread is between taking the queue and committing it
+        return lease.conn is not None and not lease.queue and not lease.txn_open
+
+
 def _wait_for(condition, timeout: float = 20.0) -> bool:
     deadline = time.monotonic() + timeout
     while not condition() and time.monotonic() < deadline:
@@ -172,11 +266,8 @@ def _wait_for(condition, timeout: float = 20.0) -> bool:
     return condition()
 
 
-def test_the_lease_thread_opens_the_file_ahead_of_the_research(tmp_path, monkeypatch, connects):
-    """At a session's start, and again after letting go at MAX_HOLD_S while the research is busy
-    (REOPEN_GAP_S later), so the research's next statement does not wait for a connect."""
-    monkeypatch.setattr(lineage_module, "MAX_HOLD_S", 0.2)
-    monkeypatch.setattr(lineage_module, "LINGER_S", 30.0)
+def test_the_lease_thread_opens_the_file_ahead_of_the_research(tmp_path, connects):
+    """At a session's start, so the research's first statement does not wait for a connect."""
     store = LineageStore.at(tmp_path / "lineage.duckdb")
     lease = store._lease
     before = connects["n"]
@@ -184,15 +275,7 @@ def test_the_lease_thread_opens_the_file_ahead_of_the_research(tmp_path, monkeyp
         assert _wait_for(lambda: lease.conn is not None)  # opened by the lease's thread
         _llm_call(store)
         assert connects["n"] - before == 1
-        # Let go at MAX_HOLD_S (a process outside the lock protocol gets the file), then opened
-        # again; while the research says it waits (a model call), the statement is committed.
-        with store.waiting():
-            assert lease.waiting == 1
-            assert _wait_for(lambda: lease.opens >= 3 and lease.conn is not None and not lease.txn_open)
-        assert lease.waiting == 0
-        assert connects["n"] - before >= 2
-        _llm_call(store)
-    assert _llm_rows(tmp_path / "lineage.duckdb") == 2
+    assert _llm_rows(tmp_path / "lineage.duckdb") == 1
 
 
 def test_compressions_are_served_from_the_run_memo_and_stored_all_the_same(tmp_path, monkeypatch):

@@ -121,6 +121,23 @@ def test_tool_cache_serves_a_verified_artifact_and_misses_a_changed_one(tmp_path
     assert ToolCache(lineage, tmp_path / "artifacts", ttl_s=0).get(record.tool, record.arguments) is None
 
 
+def test_a_fan_outs_calls_are_looked_up_in_one_query(tmp_path, lineage, monkeypatch):
+    store = ArtifactStore(tmp_path / "artifacts", "k")
+    cache = ToolCache(lineage, tmp_path / "artifacts", ttl_s=3600)
+    for i in (1, 2):
+        stored = store.write_raw("p", f"1.{i}.txt", f"text {i}")
+        record = _call(f"1.{i}", i, stored.sha256, stored.relpath)
+        cache.put(record, ToolResult(content=f"text {i}", kind="text"))
+    calls = [("local_search", {"query": f"1.{i}"}, "") for i in (1, 2, 3)]
+    queries = []
+    query = lineage.query
+    monkeypatch.setattr(lineage, "query", lambda *a, **k: queries.append(a) or query(*a, **k))
+    hits = cache.get_many([calls[1], None, calls[2], calls[0], calls[1]])
+    assert len(queries) == 1
+    assert [h and h.content for h in hits] == ["text 2", None, None, "text 1", "text 2"]
+    assert [cache.get(*c) and cache.get(*c).content for c in calls] == ["text 1", "text 2", None]
+
+
 def test_the_tool_cache_serves_a_call_another_host_made_from_the_object_store(tmp_path, lineage):
     from tests.fakes.shared_root import DictRoot
 
