@@ -17,7 +17,7 @@ from deepresearch_dagster.core.heuristics.planning import plan_heuristically
 from deepresearch_dagster.core.heuristics.sentences import looks_english
 from deepresearch_dagster.core.heuristics.terms import names
 from deepresearch_dagster.core.models import PlanStep, ResearchPlan
-from deepresearch_dagster.core.roles.researcher import ranking_text
+from deepresearch_dagster.core.roles.researcher import ranking_terms
 from deepresearch_dagster.core.roles.retrieval import RankedSource, close_ranked, rank_results
 from deepresearch_dagster.core.text import content_terms
 from deepresearch_dagster.core.tools.local_search import LocalCorpus
@@ -128,7 +128,8 @@ def test_a_rare_term_outweighs_common_ones_in_the_corpus_and_in_the_ranking(tmp_
     corpus = LocalCorpus(tmp_path, progress=False)
     n = len(corpus.passages)
     assert corpus.idf("kansa") > corpus.idf("state") > 0
-    assert corpus.idf("unseen") == pytest.approx(math.log(1 + n))  # a term the index lacks: one passage
+    assert corpus.idf("state") == pytest.approx(math.log(1 + n / 5))
+    assert corpus.idf("unseen") == 0  # a term no passage holds ranks no result above another
     listing = json.dumps(
         {
             "results": [
@@ -339,10 +340,10 @@ def test_a_gloss_in_another_script_or_a_foreign_title_is_english_prose(sentence)
     assert looks_english(sentence)
 
 
-def test_a_followup_is_ranked_by_its_query_alone():
+def test_a_followup_is_ranked_by_its_query_alone_each_term_by_its_rarity():
     first = PlanStep(step_id="1", title="Population of the state", description="Find the state.", queries=["a b"])
     plan = ResearchPlan(plan_title="State population", steps=[first])
     gap = "Ford County, Kansas: what is the population of the state where the airport is?"
     followup = PlanStep(step_id="R1_1", title=gap, description=f"{gap} Search for 'x'.", queries=["Ford County"])
-    assert ranking_text(plan, followup) == "Ford County"
-    assert ranking_text(plan, first) == "Population of the state Find the state. a b"
+    assert ranking_terms(plan, followup, len) == ("Ford County", len)
+    assert ranking_terms(plan, first, len) == ("Population of the state Find the state. a b", None)

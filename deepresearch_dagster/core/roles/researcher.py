@@ -297,11 +297,16 @@ def _search_requests(step: PlanStep, toolbox: Toolbox, breadth: int, cap: int) -
     return [ToolCallRequest(name, {"query": q, size_arg: size}) for q in queries]
 
 
-def ranking_text(plan: ResearchPlan, step: PlanStep) -> str:
-    """What a step's results are ranked against: its title, description and queries; a follow-up's
-    queries alone (its title repeats the whole question, whose other hops' words would rank the
-    answer's page above the bridge's own)."""
-    return " ".join([*([step.title, step.description] if step in plan.steps else []), *step.queries])
+def ranking_terms(
+    plan: ResearchPlan, step: PlanStep, term_weight: Callable[[str], float] | None
+) -> tuple[str, Callable[[str], float] | None]:
+    """What a step's results are ranked against, and how its terms count: a planned step's title,
+    description and queries, alike; a follow-up's queries alone, each term by its rarity in the
+    corpus (``term_weight``). A follow-up's title repeats the whole question, whose other hops'
+    words would rank the answer's page above the page of the bridge its query names."""
+    if step in plan.steps:
+        return " ".join([step.title, step.description, *step.queries]), None
+    return " ".join(step.queries), term_weight
 
 
 def _passage_reads(
@@ -382,8 +387,8 @@ def execute_step(
         searches = run_calls(ctx, plan, toolbox, run, state, _search_requests(step, toolbox, breadth, cap))
         listings = [raw for record, raw in searches if record.status == "ok"]
         local = bool(searches) and searches[0][0].tool == "local_search"
-        weight = toolbox.term_weight if local else None
-        ranked = rank_results(listings, ranking_text(plan, step), exclude=set(state.already_read), weight=weight)
+        text, weight = ranking_terms(plan, step, toolbox.term_weight if local else None)
+        ranked = rank_results(listings, text, exclude=set(state.already_read), weight=weight)
         read_tool, arg = SEARCH_TOOLS[searches[0][0].tool][:2] if searches else ("read_document", "path")
         # The top K, and the next results while they rank close to the K-th: a listing whose
         # snippets score alike does not say which of them answers.

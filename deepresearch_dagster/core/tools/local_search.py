@@ -398,7 +398,7 @@ class LocalCorpus:
         index's own postings (a term the index lacks counts as in one passage)."""
         column, scores = self._index.vocab_dict.get(term), self._index.scores
         df = int(scores["indptr"][column + 1] - scores["indptr"][column]) if column is not None else 0
-        return math.log(1 + scores["num_docs"] / (df or 1))
+        return math.log(1 + scores["num_docs"] / df) if df else 0.0
 
     def search(self, query: str, k: int = 5, passages: bool = False) -> list:
         """Best documents as ``(Document, score)`` (their best passage's score); with
