@@ -4,6 +4,7 @@ content, reading close-ranked results, relevance by names and scores, and follow
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from hypothesis import given, settings
@@ -15,8 +16,11 @@ from deepresearch_dagster.core.heuristics.critique import bridges, critique_heur
 from deepresearch_dagster.core.heuristics.planning import plan_heuristically
 from deepresearch_dagster.core.heuristics.sentences import looks_english
 from deepresearch_dagster.core.heuristics.terms import names
-from deepresearch_dagster.core.roles.retrieval import RankedSource, close_ranked
+from deepresearch_dagster.core.models import PlanStep, ResearchPlan
+from deepresearch_dagster.core.roles.researcher import ranking_terms
+from deepresearch_dagster.core.roles.retrieval import RankedSource, close_ranked, rank_results
 from deepresearch_dagster.core.text import content_terms
+from deepresearch_dagster.core.tools.local_search import LocalCorpus
 
 LELAND = (
     'Leland is a town in Brunswick County, North Carolina. A number of movies, such as "Maximum Overdrive" '
@@ -115,6 +119,28 @@ def test_results_ranking_close_to_the_kth_are_read_too():
     assert close_ranked(_ranked(0.9, 0.8, 0.5), 2) == 2
     assert close_ranked(_ranked(0.9), 2) == 1
     assert close_ranked(_ranked(0.9, 0.8, 0.8), 2, exclude={"d2"}) == 2  # already read: not again
+
+
+def test_a_rare_term_outweighs_common_ones_in_the_corpus_and_in_the_ranking(tmp_path):
+    for i in range(4):
+        (tmp_path / f"state{i}.md").write_text(f"# State {i}\n\nThe state of place {i} has a population.\n")
+    (tmp_path / "kansas.md").write_text("# Kansas\n\nKansas is a state of the Midwest.\n")
+    corpus = LocalCorpus(tmp_path, progress=False)
+    n = len(corpus.passages)
+    assert corpus.idf("kansa") > corpus.idf("state") > 0
+    assert corpus.idf("state") == pytest.approx(math.log(1 + n / 5))
+    assert corpus.idf("unseen") == 0  # a term no passage holds ranks no result above another
+    listing = json.dumps(
+        {
+            "results": [
+                {"path": "state0.md", "title": "State 0", "snippet": "state population", "score": 1.0},
+                {"path": "kansas.md", "title": "Kansas", "snippet": "Kansas", "score": 1.0},
+            ]
+        }
+    )
+    # Two common words of three outrank the rare one counted alike; weighted by idf, the rare one wins.
+    assert rank_results([listing], "Kansas state population")[0].source == "state0.md"
+    assert rank_results([listing], "Kansas state population", weight=corpus.idf)[0].source == "kansas.md"
 
 
 def _memory(*items: tuple[str, str]) -> list[dict]:
@@ -312,3 +338,12 @@ def test_a_name_the_question_gives_that_no_step_searched_is_a_gap():
 )
 def test_a_gloss_in_another_script_or_a_foreign_title_is_english_prose(sentence):
     assert looks_english(sentence)
+
+
+def test_a_followup_is_ranked_by_its_query_alone_each_term_by_its_rarity():
+    first = PlanStep(step_id="1", title="Population of the state", description="Find the state.", queries=["a b"])
+    plan = ResearchPlan(plan_title="State population", steps=[first])
+    gap = "Ford County, Kansas: what is the population of the state where the airport is?"
+    followup = PlanStep(step_id="R1_1", title=gap, description=f"{gap} Search for 'x'.", queries=["Ford County"])
+    assert ranking_terms(plan, followup, len) == ("Ford County", len)
+    assert ranking_terms(plan, first, len) == ("Population of the state Find the state. a b", None)

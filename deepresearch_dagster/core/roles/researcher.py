@@ -56,7 +56,8 @@ def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
     and MCP tools when installed or configured (open until :meth:`Toolbox.close`)."""
     settings = ctx.settings
     # Extracted text is cached by file sha256 under the artifact root: a folder is indexed once.
-    tools = corpus_tools(document_folder(settings))
+    corpus = document_folder(settings)
+    tools = corpus_tools(corpus)
     providers = providers_from_settings(settings.search)
     if providers:
         tools.append(search_tool(FallbackSearch(providers)))
@@ -66,7 +67,9 @@ def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
     external = load_external_tools(settings, {t.name for t in tools})
     for problem in external.problems:
         ctx.log(problem)
-    return Toolbox(tools + external.tools, close=external.close, problems=external.problems)
+    toolbox = Toolbox(tools + external.tools, close=external.close, problems=external.problems)
+    toolbox.term_weight = corpus.idf
+    return toolbox
 
 
 def document_folder(settings: Any) -> Any:
@@ -296,6 +299,18 @@ def _search_requests(step: PlanStep, toolbox: Toolbox, breadth: int, cap: int) -
     return [ToolCallRequest(name, {"query": q, size_arg: size}) for q in queries]
 
 
+def ranking_terms(
+    plan: ResearchPlan, step: PlanStep, term_weight: Callable[[str], float] | None
+) -> tuple[str, Callable[[str], float] | None]:
+    """What a step's results are ranked against, and how its terms count: a planned step's title,
+    description and queries, alike; a follow-up's queries alone, each term by its rarity in the
+    corpus (``term_weight``). A follow-up's title repeats the whole question, whose other hops'
+    words would rank the answer's page above the page of the bridge its query names."""
+    if step in plan.steps:
+        return " ".join([step.title, step.description, *step.queries]), None
+    return " ".join(step.queries), term_weight
+
+
 def _passage_reads(
     listings: list[str],
     ranked: list[Any],
@@ -373,8 +388,9 @@ def execute_step(
     try:
         searches = run_calls(ctx, plan, toolbox, run, state, _search_requests(step, toolbox, breadth, cap))
         listings = [raw for record, raw in searches if record.status == "ok"]
-        step_text = " ".join([step.title, step.description, *step.queries])
-        ranked = rank_results(listings, step_text, exclude=set(state.already_read))
+        local = bool(searches) and searches[0][0].tool == "local_search"
+        text, weight = ranking_terms(plan, step, toolbox.term_weight if local else None)
+        ranked = rank_results(listings, text, exclude=set(state.already_read), weight=weight)
         read_tool, arg = SEARCH_TOOLS[searches[0][0].tool][:2] if searches else ("read_document", "path")
         # The top K, and the next results while they rank close to the K-th: a listing whose
         # snippets score alike does not say which of them answers.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -52,14 +53,22 @@ def source_key(result: dict[str, Any]) -> str | None:
     return None
 
 
-def rank_results(search_outputs: list[str], step_text: str, exclude: set[str] | None = None) -> list[RankedSource]:
+def rank_results(
+    search_outputs: list[str],
+    step_text: str,
+    exclude: set[str] | None = None,
+    weight: Callable[[str], float] | None = None,
+) -> list[RankedSource]:
     """Merge raw search outputs (JSON text) → one ranked, deduplicated list.
 
     score = 0.5 × provider score (normalized within its own result list) + 0.5 × lexical
-    relevance (share of the step's terms found in title + snippet) + 0.05 per extra query
-    variant that found the same source. Already-read sources go last, not away.
+    relevance (share of the step's terms found in title + snippet, each term counted by its
+    ``weight``: the corpus's idf, so a bridge's rare name outweighs the question's common words)
+    + 0.05 per extra query variant that found the same source. Already-read sources go last, not away.
     """
     terms = set(content_terms(step_text))
+    weights = {t: weight(t) if weight else 1.0 for t in terms}
+    total = sum(weights.values())
     merged: dict[str, dict[str, Any]] = {}
     for raw in search_outputs:
         try:
@@ -75,7 +84,7 @@ def rank_results(search_outputs: list[str], step_text: str, exclude: set[str] | 
                 continue
             provider = float(r["score"]) / top if top and isinstance(r.get("score"), (int, float)) else 0.5
             text_terms = set(content_terms(f"{r.get('title', '')} {r.get('snippet', '')}"))
-            lexical = len(terms & text_terms) / len(terms) if terms else 0.0
+            lexical = sum(weights[t] for t in terms & text_terms) / total if total else 0.0
             entry = merged.setdefault(
                 key, {"title": str(r.get("title") or key), "provider": 0.0, "lexical": 0.0, "hits": 0}
             )

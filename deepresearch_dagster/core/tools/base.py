@@ -78,6 +78,8 @@ class Toolbox:
         self.tools = {t.name: t for t in tools}
         self._close = close  # stops what the tools hold open (MCP server processes)
         self.problems = problems or []  # one line per MCP server or plugin that could not be used
+        # A stemmed term's rarity in what ``local_search`` searches (``LocalCorpus.idf``), for ranking.
+        self.term_weight: Callable[[str], float] | None = None
 
     def canonical(self, name: str) -> str:
         """A tool's name from the name a model called it by (its wire name or its own)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -391,6 +392,13 @@ class LocalCorpus:
             if len(out) >= k:
                 break
         return out
+
+    def idf(self, term: str) -> float:
+        """The rarity of a stemmed term over the indexed passages, ``log(1 + N / df)`` from the BM25
+        index's own postings (a term the index lacks counts as in one passage)."""
+        column, scores = self._index.vocab_dict.get(term), self._index.scores
+        df = int(scores["indptr"][column + 1] - scores["indptr"][column]) if column is not None else 0
+        return math.log(1 + scores["num_docs"] / df) if df else 0.0
 
     def search(self, query: str, k: int = 5, passages: bool = False) -> list:
         """Best documents as ``(Document, score)`` (their best passage's score); with
