@@ -395,7 +395,7 @@ class LocalCorpus:
 
     def idf(self, term: str) -> float:
         """The rarity of a stemmed term over the indexed passages, ``log(1 + N / df)`` from the BM25
-        index's own postings (a term the index lacks counts as in one passage)."""
+        index's own postings; 0 for a term no passage holds (it can rank no result above another)."""
         column, scores = self._index.vocab_dict.get(term), self._index.scores
         df = int(scores["indptr"][column + 1] - scores["indptr"][column]) if column is not None else 0
         return math.log(1 + scores["num_docs"] / df) if df else 0.0
