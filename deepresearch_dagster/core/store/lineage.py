@@ -353,9 +353,7 @@ class _Lease:
             if not grouped:
                 self._commit()
             elif self.sessions and not self.txn_open:
-                self.conn.execute("BEGIN")
-                self.txn_open, self.txn_started = True, time.monotonic()
-                self.journal.clear()
+                self._start_transaction()
             mark = len(self.journal)
             self.in_use += 1
             try:
@@ -432,9 +430,21 @@ class _Lease:
             self._open()
         assert self.conn is not None
         if not self.txn_open:
+            self._start_transaction()
+
+    def _start_transaction(self) -> None:
+        """BEGIN the grouped transaction. A Ctrl-C can land between a statement and this lease's
+        bookkeeping (DuckDB's transaction open or aborted, ``txn_open`` already false): what
+        that transaction held was never committed and cannot be, so it is rolled back first
+        instead of failing every later statement."""
+        assert self.conn is not None
+        try:
             self.conn.execute("BEGIN")
-            self.txn_open, self.txn_started = True, time.monotonic()
-            self.journal.clear()
+        except duckdb.TransactionException:
+            self.conn.execute("ROLLBACK")
+            self.conn.execute("BEGIN")
+        self.txn_open, self.txn_started = True, time.monotonic()
+        self.journal.clear()
 
     def _write_unit(self, unit: _Unit) -> None:
         assert self.conn is not None
