@@ -67,9 +67,7 @@ def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
     external = load_external_tools(settings, {t.name for t in tools})
     for problem in external.problems:
         ctx.log(problem)
-    toolbox = Toolbox(tools + external.tools, close=external.close, problems=external.problems)
-    toolbox.term_weight = corpus.idf
-    return toolbox
+    return Toolbox(tools + external.tools, close=external.close, problems=external.problems, term_weight=corpus.idf)
 
 
 def document_folder(settings: Any) -> Any:

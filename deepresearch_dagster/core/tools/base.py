@@ -73,13 +73,17 @@ def _schema_json(args_model: type[BaseModel]) -> str:
 
 class Toolbox:
     def __init__(
-        self, tools: list[Tool], close: Callable[[], None] | None = None, problems: list[str] | None = None
+        self,
+        tools: list[Tool],
+        close: Callable[[], None] | None = None,
+        problems: list[str] | None = None,
+        term_weight: Callable[[str], float] | None = None,
     ) -> None:
         self.tools = {t.name: t for t in tools}
         self._close = close  # stops what the tools hold open (MCP server processes)
         self.problems = problems or []  # one line per MCP server or plugin that could not be used
         # A stemmed term's rarity in what ``local_search`` searches (``LocalCorpus.idf``), for ranking.
-        self.term_weight: Callable[[str], float] | None = None
+        self.term_weight = term_weight
 
     def canonical(self, name: str) -> str:
         """A tool's name from the name a model called it by (its wire name or its own)."""
