@@ -10,17 +10,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from deepresearch_dagster.core.documents import Passage
 from deepresearch_dagster.core.heuristics.answer_types import answers, specific
 from deepresearch_dagster.core.heuristics.compression import compress_extractively
 from deepresearch_dagster.core.heuristics.critique import bridges, critique_heuristically
 from deepresearch_dagster.core.heuristics.planning import plan_heuristically
 from deepresearch_dagster.core.heuristics.sentences import looks_english
 from deepresearch_dagster.core.heuristics.terms import names
-from deepresearch_dagster.core.models import PlanStep, ResearchPlan
+from deepresearch_dagster.core.models import CompressionResult, PlanStep, ResearchPlan, SummaryBundle, SummaryRecord
+from deepresearch_dagster.core.roles.citations import verify_citations
+from deepresearch_dagster.core.roles.reporter import number_sources
 from deepresearch_dagster.core.roles.researcher import ranking_terms
 from deepresearch_dagster.core.roles.retrieval import RankedSource, close_ranked, rank_results
 from deepresearch_dagster.core.text import content_terms
-from deepresearch_dagster.core.tools.local_search import LocalCorpus
+from deepresearch_dagster.core.tools.local_search import LocalCorpus, snippet
 
 LELAND = (
     'Leland is a town in Brunswick County, North Carolina. A number of movies, such as "Maximum Overdrive" '
@@ -275,6 +278,64 @@ def test_a_listing_whose_snippet_answers_the_step_keeps_the_snippet():
     out = _compress(raw, "json", step="In what country is Normandy located")
     assert out["is_useful"]
     assert out["extraction"] == [results[0]["snippet"]]
+
+
+def _listing_memory(extraction: list[str]) -> SummaryBundle:
+    return SummaryBundle(
+        partition_key="k",
+        compressor_model="m",
+        prompt_version="v",
+        summaries=[
+            SummaryRecord(
+                call_id="1.1",
+                step_id="1",
+                artifact_file="search.json",
+                source=None,
+                source_title=None,
+                result=CompressionResult(
+                    summary_title="Search results for country normandy located",
+                    summary="The search returned 2 results. Best match: Normans (Normans.md). Next: Poverty.",
+                    extraction=extraction,
+                    is_useful=True,
+                ),
+                injected_tokens=10,
+                cache_key="c",
+                compressor_model="m",
+                prompt_version="v",
+            )
+        ],
+    )
+
+
+def test_a_snippet_kept_from_a_listing_is_quoted_as_its_documents_words():
+    cut = "Poverty in the United States is measured by income, by region, by household size and by …"
+    results = [
+        {"path": "Normans.md", "title": "Normans", "snippet": 'Normandy, a "region" in France, was named after them.'},
+        {"path": "Poverty.md", "title": "Poverty", "snippet": cut},
+    ]  # fmt: skip
+    raws = {"search.json": json.dumps({"query": "country normandy located", "results": results}, indent=2)}
+    entries = number_sources(_listing_memory([results[0]["snippet"], cut]), raws)
+    quoted = [e for e in entries if e["source"]]
+    assert [(e["source"], e["source_title"], e["extraction"]) for e in quoted] == [
+        ("Normans.md", "Normans", [results[0]["snippet"]])
+    ]
+    assert quoted[0]["artifact_file"] == "search.json"  # verified against the listing that quotes it
+    listing = [e for e in entries if not e["source"]]
+    assert listing[0]["extraction"] == [cut]  # a snippet cut short is no quote of the document
+    by_n = {e["n"]: [e] for e in entries}
+    _, checks = verify_citations(f"{results[0]['snippet']} [{quoted[0]['n']}]", by_n, raws)
+    assert [c.verified for c in checks] == [True]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.from_regex(r"[A-Za-z]{1,12}", fullmatch=True), min_size=1, max_size=120), st.integers(20, 400))
+def test_a_snippet_is_whole_words_and_says_when_it_is_cut(tokens, limit):
+    text = " ".join(tokens)
+    out = snippet(Passage(0, 1, "", None, text), tokens[0], max_chars=limit)
+    if out.endswith(" …"):
+        assert len(out) <= limit and text.startswith(out[:-2]) and text[len(out) - 2] == " "
+    else:
+        assert out == text and len(text) <= limit
 
 
 @pytest.mark.parametrize(

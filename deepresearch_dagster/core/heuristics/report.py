@@ -210,7 +210,8 @@ def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> 
     drainage opened in 1865." (the report quotes the two together)."""
     out: dict[str, dict[str, str]] = {}
     for e in entries:
-        raw = raws.get(str(e.get("artifact_file") or ""))
+        name = str(e.get("artifact_file") or "")
+        raw = None if name.endswith(".json") else raws.get(name)  # a listing's JSON has no paragraphs
         quoted = [" ".join(q.split()) for q in [*split_sentences(e.get("summary", "")), *e.get("extraction", [])]]
         leaning = [q for q in quoted if context_dependent(q)]
         if not raw or not leaning:

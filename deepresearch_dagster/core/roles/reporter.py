@@ -39,12 +39,14 @@ from ..models import (
     ReportBody,
     ResearchPlan,
     SummaryBundle,
+    SummaryRecord,
     ToolOutputs,
 )
 from ..naming import markdown_code, markdown_text, reference_line, short_artifact_name
 from ..text import split_sentences
 from ..tools import Toolbox, ToolError
 from ..tools.artifact_tools import artifact_tools
+from ..tools.local_search import TRUNCATED
 from ..untrusted import data_marker, spotlight, without_address
 from .citations import locate, verify_citations
 from .cited_sentences import EMPTY_NOTICE, MAX_REWRITES, MUST_CITE, CitedSentences, cite_every_sentence
@@ -85,26 +87,50 @@ SECTION_GUIDANCE = {
 __all__ = ["Outline", "OutlineSection", "ReportBody", "write_report"]
 
 
-def number_sources(bundle: SummaryBundle) -> list[dict[str, Any]]:
-    """Working memory entries with citation numbers; one number per distinct source."""
+def number_sources(bundle: SummaryBundle, raws: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Working memory entries with citation numbers; one number per distinct source.
+
+    A search listing is not a source, but the snippet it quotes from one is: a snippet the
+    compressor kept as answering (an extraction item of the listing's summary, whole) becomes an
+    entry of the document or page it comes from, verified against the listing that quotes it.
+    Without it, an answer the research only saw in a listing could never reach the report."""
     numbers: dict[str, int] = {}
     entries = []
-    # Sources proper (documents, pages) are numbered before search listings.
-    for s in sorted(bundle.working_memory, key=lambda s: s.source is None):
-        key = s.source or s.artifact_file
-        n = numbers.setdefault(key, len(numbers) + 1)
+
+    def add(s: SummaryRecord, source: str | None, title: str | None, summary: str, extraction: list[str]) -> None:
+        key = source or s.artifact_file
         entries.append(
             {
-                "n": n,
-                "source": s.source,
-                "source_title": s.source_title,
+                "n": numbers.setdefault(key, len(numbers) + 1),
+                "source": source,
+                "source_title": title,
                 "artifact_file": s.artifact_file,
                 "step_id": s.step_id,
                 "summary_title": s.result.summary_title,
-                "summary": s.result.summary,
-                "extraction": s.result.extraction,
+                "summary": summary,
+                "extraction": extraction,
             }
         )
+
+    memory = bundle.working_memory
+    listings = [s for s in memory if s.source is None]
+    # Sources proper (documents, pages) are numbered before search listings.
+    for s in memory:
+        if s.source is not None:
+            add(s, s.source, s.source_title, s.result.summary, s.result.extraction)
+    quoted: dict[str, list[tuple[str, str, str]]] = {}  # listing artifact → (snippet, source, title)
+    for s in listings:
+        rows = listing_results({s.artifact_file: (raws or {}).get(s.artifact_file, "")})
+        by_snippet = {" ".join(str(r.get("snippet") or "").split()): r for r in rows}
+        for item in s.result.extraction:
+            r = by_snippet.get(" ".join(item.split()))
+            where = r and (r.get("url") or r.get("path"))
+            if where and not item.rstrip().endswith(TRUNCATED):
+                quoted.setdefault(s.artifact_file, []).append((item, str(where), str(r.get("title") or where)))
+                add(s, str(where), str(r.get("title") or where), "", [item])
+    for s in listings:
+        taken = {q for q, _, _ in quoted.get(s.artifact_file, [])}
+        add(s, None, None, s.result.summary, [x for x in s.result.extraction if x not in taken])
     return entries
 
 
@@ -519,9 +545,9 @@ def _selected(
 def write_report(
     ctx: ResearchContext, plan: ResearchPlan, bundle: SummaryBundle, outputs: ToolOutputs, draft: int = 1
 ) -> Report:
-    entries = number_sources(bundle)
-    sourced = [e for e in entries if e["source"]]
     raws = _raw_texts(ctx, outputs)
+    entries = number_sources(bundle, raws)
+    sourced = [e for e in entries if e["source"]]
     scores = score_sources(
         ctx.question, sourced, _published(raws), date.fromisoformat(ctx.today), status=corpus_status(raws)
     )

@@ -499,8 +499,12 @@ def row_as_text(row: str, header: str) -> str:
     return "; ".join(pairs) or row
 
 
-def snippet(doc: Document | Passage, query: str, max_chars: int = 300) -> str:
-    """The passage's line (table row with its column names, bullet or sentence) that best matches."""
+TRUNCATED = ("…", "...")  # how a snippet cut short ends (this one's, or a web search provider's)
+
+
+def snippet(doc: Document | Passage, query: str, max_chars: int = 400) -> str:
+    """The passage's line (table row with its column names, bullet or sentence) that best matches;
+    one longer than ``max_chars`` is cut after a whole word and ends in "…" (quoted as a part)."""
     text = doc.text
     terms = set(content_terms(query))
     units = _lines(text) or [(text, "")]
@@ -511,7 +515,7 @@ def snippet(doc: Document | Passage, query: str, max_chars: int = 300) -> str:
 
     line, header = max(units, key=overlap)
     best = row_as_text(line, header) if header else line.lstrip("-*+ ").strip()
-    return best[:max_chars]
+    return best if len(best) <= max_chars else best[: max_chars - 1].rsplit(None, 1)[0] + " " + TRUNCATED[0]
 
 
 def _where(heading: str, page: int | None) -> str:
