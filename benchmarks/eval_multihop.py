@@ -31,7 +31,7 @@ from pathlib import Path
 from common import REPO, RESULTS, machine, parse_args, print_table
 
 DATA = REPO.parent / "shared" / "data" / "multihop_dev"
-FIGURES = ("answer_in_report", "answer_in_findings", "answer_in_memory", "answer_in_raw")
+FIGURES = ("answer_in_report", "answer_in_summary", "answer_in_findings", "answer_in_memory", "answer_in_raw")
 
 
 def _suite(split: str, limit: int | None, folder: Path) -> Path:
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         n = group["answerable"]
         rows.append([label, str(n), *(f"{group[f]}/{n} ({group[f + '_pct'] or 0:.0f} %)" for f in FIGURES)])
-    print_table(["half", "items", "report", "findings", "memory", "raw"], rows)
+    print_table(["half", "items", "report", "summary", "findings", "memory", "raw"], rows)
     apart = {c: g for c, g in summary["by_category"].items() if c != "answer"}
     for category, group in apart.items():
         print(f"apart: {category}: {group['answer_in_report']}/{group['answerable']} in report")

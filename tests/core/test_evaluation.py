@@ -90,6 +90,19 @@ def test_answer_in_references_only_is_in_the_report_but_not_a_finding(tmp_path: 
     assert score.answer_in_findings is False
 
 
+@pytest.mark.parametrize(
+    ("summary", "findings", "expected"),
+    [
+        ("**If Gallu is a demon Lilu is what.** Lilu is a spirit. [1]", "- Gallu is a demon. [2]", True),
+        ("**If Gallu is a demon Lilu is what a spirit.** Gallu is a demon. [2]", "- Lilu is a spirit. [1]", False),
+    ],
+)  # the bold lead restates the question: an answer there is not what the summary states
+def test_an_answer_the_summary_leads_with_is_told_from_one_in_the_findings(tmp_path, summary, findings, expected):
+    lines = ["## Executive summary", "", summary, "", "## Key findings", "", findings]
+    score = score_item(ITEM, "dev", research_folder(tmp_path, lines, memory=[], raw={}))
+    assert (score.answer_in_summary, score.answer_in_findings) == (expected, True)
+
+
 def test_stale_figure_stated_as_current_and_marked_as_older(tmp_path: Path) -> None:
     item = SuiteItem(id="s", question="How many members?", facts=["20,700 members"], stale=["19,850"])
     current = ["## Key findings", "", "- Membership reached 20700 members. [1]", "- It had 19 850. [2]"]

@@ -21,8 +21,8 @@ __all__ = [
 ]
 
 WIDTH = 100
-_SHORT = {"answer_in_report": "report", "answer_in_findings": "findings", "answer_in_memory": "memory",
-          "answer_in_raw": "raw"}  # fmt: skip
+_SHORT = {"answer_in_report": "report", "answer_in_summary": "summary", "answer_in_findings": "findings",
+          "answer_in_memory": "memory", "answer_in_raw": "raw"}  # fmt: skip
 _CATEGORY = {"answer": "answer", "yes_no": "yes/no", "non_verbatim": "reworded", "in_question": "in-quest",
              "facts": "facts", "judge_only": "judge"}  # fmt: skip
 
@@ -52,19 +52,19 @@ def item_line(index: int, total: int, score: ItemScore) -> str:
 
 
 _HEADER = (
-    f"{'item':<24} {'split':<7} {'kind':<8} {'rep':>3} {'fnd':>3} {'mem':>3} {'raw':>3} "
+    f"{'item':<20} {'split':<7} {'kind':<8} {'rep':>3} {'sum':>3} {'fnd':>3} {'mem':>3} {'raw':>3} "
     f"{'facts':>5} {'stale':>5} {'cit ok/rm':>9} {'unc':>3} {'tokens':>8} {'wall s':>6}"
 )
 
 
 def _row(s: ItemScore) -> str:
     if s.status == "failed":
-        return _cut(f"{_cut(s.id, 24):<24} {s.split:<7} failed: {s.reason}", WIDTH)
+        return _cut(f"{_cut(s.id, 20):<20} {s.split:<7} failed: {s.reason}", WIDTH)
     facts = f"{s.facts_found}/{s.facts_total}" if s.facts_total else "-"
     return (
-        f"{_cut(s.id, 24):<24} {s.split:<7} {_CATEGORY.get(s.category, s.category):<8} "
-        f"{_yes(s.answer_in_report):>3} {_yes(s.answer_in_findings):>3} {_yes(s.answer_in_memory):>3} "
-        f"{_yes(s.answer_in_raw):>3} {facts:>5} {s.stale:>5} "
+        f"{_cut(s.id, 20):<20} {s.split:<7} {_CATEGORY.get(s.category, s.category):<8} "
+        + "".join(f"{_yes(getattr(s, f)):>3} " for f in ANSWER_FIGURES)
+        + f"{facts:>5} {s.stale:>5} "
         f"{f'{s.verified_citations}/{s.removed_citations}':>9} {s.uncited_sentences:>3} "
         f"{_num(s.tokens):>8} {_num(s.wall_s, 1):>6}"
     )

@@ -40,7 +40,7 @@ __all__ = [
 
 EVALUATIONS_FOLDER = "evaluations"
 # The figures summed or counted per group of items, in the order tables show them.
-ANSWER_FIGURES = ("answer_in_report", "answer_in_findings", "answer_in_memory", "answer_in_raw")
+ANSWER_FIGURES = ("answer_in_report", "answer_in_summary", "answer_in_findings", "answer_in_memory", "answer_in_raw")
 SUM_FIGURES = (
     "facts_found",
     "facts_total",

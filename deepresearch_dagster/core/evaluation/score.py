@@ -5,6 +5,8 @@ tool outputs (the plan folder), the working memory (the summaries injected into 
 conversation) and the lineage rows already hold everything a figure needs.
 
 - ``answer_in_report``: a gold answer anywhere in ``report.md``;
+  ``answer_in_summary``: in a sentence of the executive summary (or a direct answer) — whether the
+  report leads with it;
   ``answer_in_findings``: in a sentence of the cited sections (executive summary, key findings,
   analysis, answer), headings and the echoed question left out — what a reader takes away;
 - ``answer_in_memory``: in what compression injected (titles, summaries, extractions of the
@@ -40,6 +42,7 @@ __all__ = ["ItemScore", "ReportParts", "raw_text", "read_report", "score_item", 
 # A bold lead opening a paragraph (``**The question, restated.**``) introduces; it states nothing.
 _BOLD_LEAD = re.compile(r"^\*\*[^*]+\*\*\s*")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
+SUMMARY_SECTIONS = ("executive summary", "answer")  # what a report leads with
 
 
 class ItemScore(BaseModel):
@@ -52,6 +55,7 @@ class ItemScore(BaseModel):
     reason: str | None = None
     answer_in_report: bool | None = None
     answer_matched: str | None = Field(default=None, description="the gold alias found in report.md")
+    answer_in_summary: bool | None = None
     answer_in_findings: bool | None = None
     answer_in_memory: bool | None = None
     answer_in_raw: bool | None = None
@@ -205,6 +209,7 @@ def score_item(
         partition_key=report.get("partition_key") or partition_dir.name,
         answer_in_report=any_in(markdown, answers) if answers else None,
         answer_matched=first_in(markdown, answers) if answers else None,
+        answer_in_summary=any_in("\n".join(parts.sentences(SUMMARY_SECTIONS)), answers) if answers else None,
         answer_in_findings=any_in(findings, answers) if answers else None,
         answer_in_memory=any_in(memory, answers) if answers else None,
         answer_in_raw=any_in(raw_text(partition_dir / plan_folder(plan["plan_title"])), answers) if answers else None,
