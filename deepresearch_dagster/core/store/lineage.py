@@ -767,6 +767,25 @@ def _insert_rows(conn: duckdb.DuckDBPyConnection, sql: str, rows: list[list[Any]
         conn.execute(f"{head}VALUES {', '.join([marks.strip()] * len(chunk))}", [v for r in chunk for v in r])
 
 
+def query_interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is DuckDB's form of a Ctrl-C or SIGTERM that landed during a statement: it
+    turns the signal handler's exception (KeyboardInterrupt, Dagster's interrupt) into
+    ``RuntimeError("Query interrupted")``, an ordinary error a retry policy would run the step again
+    for, the interrupt lost."""
+    return isinstance(exc, duckdb.InterruptException) or (type(exc) is RuntimeError and str(exc) == "Query interrupted")
+
+
+@contextmanager
+def _interrupts_kept() -> Iterator[None]:
+    """An interrupted statement raises KeyboardInterrupt again: the research stops, never retried."""
+    try:
+        yield
+    except (RuntimeError, duckdb.Error) as exc:
+        if query_interrupted(exc):
+            raise KeyboardInterrupt from exc
+        raise
+
+
 class LineageStore:
     _migrated: ClassVar[set[str]] = set()
 
@@ -825,15 +844,15 @@ class LineageStore:
     @contextmanager
     def _connect(self, grouped: bool = True, reads: frozenset[str] | None = None) -> Iterator[Any]:
         """``reads``: the tables a query reads, when it needs only their queued rows written first."""
-        if self._lease is not None:
-            with self._lease.use(grouped, reads) as conn:
-                yield conn
-            return
-        if self._held is not None:
-            yield self._held
-            return
-        with self._connect_new() as conn:
-            yield conn
+        with _interrupts_kept():
+            if self._lease is not None:
+                with self._lease.use(grouped, reads) as conn:
+                    yield conn
+            elif self._held is not None:
+                yield self._held
+            else:
+                with self._connect_new() as conn:
+                    yield conn
 
     @contextmanager
     def session(self) -> Iterator[None]:
@@ -841,7 +860,7 @@ class LineageStore:
         statements, released early when another process waits (module docstring); outside a
         session every call opens and closes its own connection."""
         if self._lease is not None:
-            with self._lease.session():
+            with _interrupts_kept(), self._lease.session():  # its last commit is a statement too
                 yield
             return
         if self._held is not None or self._shared:
