@@ -925,20 +925,3 @@ def test_the_critic_names_a_part_no_source_answers_with_the_kind_it_asks_for():
     assert any("how much did the rebuild cost" in g["description"].lower() for g in verdict["gaps"])
     assert not any("when was the kell lock rebuilt" in g["description"].lower() for g in verdict["gaps"])
     assert verdict["sufficiency"] < 10
-
-
-def test_the_summary_follows_a_chain_to_the_next_hops_answer():
-    # The year is asked of a man the question does not name: the finding that names him (matching the
-    # question) and the one giving his birth year are quoted together, ahead of dated distractors.
-    payload = _answer_payload(
-        'The soundtrack from the film "Natural Born Killers" was produced by a man born in what year?',
-        [
-            'A remix of the song was included on the soundtrack of the 1994 film "Natural Born Killers".',
-            '"Burn" is a song recorded in 1994 for the soundtrack to the film "Natural Born Killers".',
-            'The 1994 soundtrack album of the film "Natural Born Killers" sold well in 1995.',
-            "Natural Born Killers: A Soundtrack is the soundtrack to the film, produced by Trent Reznor.",
-            "Michael Trent Reznor (born May 17, 1965) is an American singer and record producer.",
-        ],
-    )
-    summary = extractive_section("Executive summary", payload)
-    assert "produced by Trent Reznor" in summary and "1965" in summary

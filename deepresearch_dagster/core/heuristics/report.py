@@ -31,7 +31,7 @@ from .answer_types import MEASURE_WORDS, answered, answers, asked_kinds, aspect_
 from .compression import PADDING
 from .planning import enumerated_parts
 from .sentences import context_dependent, has_fact, is_fragment
-from .terms import ASPECT_WORDS, DO_LEAD, EMPHASIS, antecedent, names, question_parts, sentence_case, topic_words
+from .terms import ASPECT_WORDS, DO_LEAD, EMPHASIS, antecedent, question_parts, sentence_case, topic_words
 
 REPORT_SECTIONS = ("Executive summary", "Key findings", "Analysis", "Limitations", "Suggested next steps")
 CORROBORATED_INTRO = "These findings are stated by two or more independent sources:"
@@ -44,7 +44,6 @@ MAX_FINDING_WORDS = 60
 MAX_SUMMARY_PER_PART = 2
 ANSWER_KIND_WEIGHT = 1.5
 HOME_WEIGHT = 1.0
-HOP_WEIGHT = 2.0  # a finding naming what a quoted answer to the part names (the chain's next hop)
 _ASKS = re.compile(
     r"^(?:(?:by|in|at|for|from|to|on|with|of|since|until)\s+)?(?:what|how|why|which|who|whom|whose|when|where|whether|does|do|did|is|are|was|were|can|could|should|"
     r"will|would|has|have|had)\b",
@@ -449,12 +448,7 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
         pool = [f for f in pool if id(f) not in used]
         hits = [f for f in hits if id(f) not in used]
         limit = 0 if shared is not None else limit  # answered there: more would be weaker candidates
-        if specific(part):
-            fresh = [f for f in found if id(f) not in used]
-            given = set(content_terms(str(payload["question"])))
-            picked = _follow(hits or pool, fresh, part_terms, set(kinds), limit, mine, given)
-        else:
-            picked = _distinct(hits or pool, limit)
+        picked = _distinct(hits or pool, limit)
         if len(picked) < limit and not (kinds and hits):
             # Too few findings use the part's words: add the best of those found for the step that asks it.
             extra = [
@@ -489,53 +483,6 @@ def unanswered(payload: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]
     placed = {f.placed for f in found}
     steps = payload["plan"]["steps"]
     return parts, [s for s in steps if str(s["step_id"]) not in placed and answered(str(s["title"]), texts) is None]
-
-
-def _follow(
-    ranked: list[Finding],
-    found: list[Finding],
-    terms: set[str],
-    kinds: set[str],
-    limit: int,
-    weights: dict[str, float],
-    asked: set[str],
-) -> list[Finding]:
-    """For a part asking for one thing: the best finding, then each time what adds most — a finding
-    with the part's words no quoted finding has yet, or a chain of two: a finding matching the part
-    (two of its words or more) that names something the question does not, and a finding naming it
-    too with the kind of answer asked ("… produced by Trent Reznor" → "Michael Trent Reznor (born
-    May 17, 1965)": the next hop shares few of the question's words); nothing when nothing is added."""
-    picked = _distinct(ranked, 1)
-    order = {id(f): i for i, f in enumerate(ranked)}
-    named = {id(f): {t for n in names(f.text) for t in content_terms(n)} - asked for f in found}
-    starts = [g for g in found if len(g.terms & terms) >= 2 and named[id(g)]]
-    covered: set[str] = set()
-
-    def new(f: Finding) -> float:
-        return sum(weights.get(t, 1.0) for t in (f.terms & terms) - covered)
-
-    def fits(f: Finding) -> bool:
-        return (
-            f not in picked
-            and not (kinds and not supplies(f.text, kinds))
-            and not any(_repeats(f, key_figures(g.text)) for g in picked)
-        )
-
-    while picked and len(picked) < limit:
-        covered |= picked[-1].terms & terms
-        options: list[tuple[float, int, list[Finding]]] = [
-            (new(f), -order[id(f)], [f]) for f in ranked if fits(f) and new(f) > 0
-        ]
-        options += [
-            (new(g) + HOP_WEIGHT, -order.get(id(f), len(found)), [g, f] if g not in picked else [f])
-            for g in starts
-            for f in found
-            if f is not g and fits(f) and named[id(f)] & named[id(g)]
-        ]
-        if not options:
-            break
-        picked += [f for f in max(options, key=lambda o: o[:2])[2] if f not in picked]
-    return picked
 
 
 def _distinct(ranked: list[Finding], limit: int) -> list[Finding]:
