@@ -118,19 +118,21 @@ def number_sources(bundle: SummaryBundle, raws: dict[str, str] | None = None) ->
     for s in memory:
         if s.source is not None:
             add(s, s.source, s.source_title, s.result.summary, s.result.extraction)
-    quoted: dict[str, list[tuple[str, str, str]]] = {}  # listing artifact → (snippet, source, title)
+    rest: list[tuple[SummaryRecord, list[str]]] = []  # each listing with what it keeps as its own
     for s in listings:
         rows = listing_results({s.artifact_file: (raws or {}).get(s.artifact_file, "")})
         by_snippet = {" ".join(str(r.get("snippet") or "").split()): r for r in rows}
+        own = []
         for item in s.result.extraction:
             r = by_snippet.get(" ".join(item.split()))
             where = r and (r.get("url") or r.get("path"))
             if where and not item.rstrip().endswith(TRUNCATED):
-                quoted.setdefault(s.artifact_file, []).append((item, str(where), str(r.get("title") or where)))
                 add(s, str(where), str(r.get("title") or where), "", [item])
-    for s in listings:
-        taken = {q for q, _, _ in quoted.get(s.artifact_file, [])}
-        add(s, None, None, s.result.summary, [x for x in s.result.extraction if x not in taken])
+            else:
+                own.append(item)
+        rest.append((s, own))
+    for s, own in rest:
+        add(s, None, None, s.result.summary, own)
     return entries
 
 

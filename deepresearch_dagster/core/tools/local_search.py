@@ -504,7 +504,8 @@ TRUNCATED = ("…", "...")  # how a snippet cut short ends (this one's, or a web
 
 def snippet(doc: Document | Passage, query: str, max_chars: int = 400) -> str:
     """The passage's line (table row with its column names, bullet or sentence) that best matches;
-    one longer than ``max_chars`` is cut after a whole word and ends in "…" (quoted as a part)."""
+    one longer than ``max_chars`` is cut after a whole word (inside one only when it is all one word)
+    and ends in " …" (never quoted as the document's sentence)."""
     text = doc.text
     terms = set(content_terms(query))
     units = _lines(text) or [(text, "")]
@@ -515,7 +516,10 @@ def snippet(doc: Document | Passage, query: str, max_chars: int = 400) -> str:
 
     line, header = max(units, key=overlap)
     best = row_as_text(line, header) if header else line.lstrip("-*+ ").strip()
-    return best if len(best) <= max_chars else best[: max_chars - 1].rsplit(None, 1)[0] + " " + TRUNCATED[0]
+    if len(best) <= max_chars:
+        return best
+    head = best[: max_chars - 2]
+    return (head.rsplit(None, 1)[0] if " " in head else head) + " " + TRUNCATED[0]
 
 
 def _where(heading: str, page: int | None) -> str:
