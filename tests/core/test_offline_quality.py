@@ -19,6 +19,7 @@ from deepresearch_dagster.core.heuristics.report import (
     CORROBORATED_INTRO,
     extractive_section,
     findings,
+    ranked_findings,
     reconcile_corroboration,
     usable,
 )
@@ -925,3 +926,18 @@ def test_the_critic_names_a_part_no_source_answers_with_the_kind_it_asks_for():
     assert any("how much did the rebuild cost" in g["description"].lower() for g in verdict["gaps"])
     assert not any("when was the kell lock rebuilt" in g["description"].lower() for g in verdict["gaps"])
     assert verdict["sufficiency"] < 10
+
+
+@pytest.mark.parametrize("listed", [False, True])
+def test_a_sentence_only_seen_in_a_listing_ranks_after_one_read_in_its_source(listed):
+    # Two answers alike to the question's words: the one whose source was read leads the summary.
+    payload = _answer_payload(
+        "Which company developed the racing video game with the runner-up on its front cover?",
+        [
+            "Daytona USA is a racing video game developed by Sega AM2 and released by Sega.",
+            "Formula One Arcade is a racing video game developed by Studio 33 for the PlayStation.",
+        ],
+    )
+    payload["sources"][0]["listed"] = listed
+    first = ranked_findings(payload)[0].text
+    assert ("Studio 33" in first) is listed

@@ -44,6 +44,7 @@ MAX_FINDING_WORDS = 60
 MAX_SUMMARY_PER_PART = 2
 ANSWER_KIND_WEIGHT = 1.5
 HOME_WEIGHT = 1.0
+LISTED_WEIGHT = 1.0
 _ASKS = re.compile(
     r"^(?:(?:by|in|at|for|from|to|on|with|of|since|until)\s+)?(?:what|how|why|which|who|whom|whose|when|where|whether|does|do|did|is|are|was|were|can|could|should|"
     r"will|would|has|have|had)\b",
@@ -82,6 +83,7 @@ class Finding:
     step_id: str  # the step whose search found it
     order: int
     placed: str = ""  # the step it answers best
+    listed: bool = False  # quoted from a search listing's snippet only: its source was not read
     # Each extra citation (a twin's, a shorter finding's) with the sentence it was merged for.
     merged: dict[int, str] = field(default_factory=dict)
     # Findings it holds whose sources its wording would not verify against: the same figure stated
@@ -275,8 +277,9 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
                 elif src["n"] not in twin.cites and _overlap(twin.terms, terms) >= 0.6:
                     twin.cites.append(src["n"])
                     twin.merged[src["n"]] = sentence
+                twin.listed = twin.listed and bool(src.get("listed"))
                 continue
-            out.append(Finding(sentence, terms, [src["n"]], str(src["step_id"]), order))
+            out.append(Finding(sentence, terms, [src["n"]], str(src["step_id"]), order, listed=bool(src.get("listed"))))
     # A finding another one holds is one finding, the fuller: a sentence also quoted with the one
     # before it ("X opened in 1968." and "X opened in 1968. At 112 metres it …"), or the same dated
     # or figured fact with a detail added ("The bridge opened on 21 November 2022." and "21 November
@@ -353,6 +356,8 @@ def _rank(
     if f.terms & terms:
         score += ANSWER_KIND_WEIGHT * supplies(f.text, set(kinds))
     score -= 0.01 * max(0, len(words(f.text)) - 35)
+    # A sentence only seen in a listing's snippet is weaker evidence than one read in its source.
+    score -= LISTED_WEIGHT if f.listed else 0.0
     return (-score, f.order)
 
 

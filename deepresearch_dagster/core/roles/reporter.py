@@ -101,6 +101,7 @@ def number_sources(bundle: SummaryBundle, raws: dict[str, str] | None = None) ->
         key = source or s.artifact_file
         entries.append(
             {
+                "listed": source is not None and s.source is None,  # a snippet of a listing
                 "n": numbers.setdefault(key, len(numbers) + 1),
                 "source": source,
                 "source_title": title,
