@@ -941,3 +941,18 @@ def test_a_sentence_only_seen_in_a_listing_ranks_after_one_read_in_its_source(li
     payload["sources"][0]["listed"] = listed
     first = ranked_findings(payload)[0].text
     assert ("Studio 33" in first) is listed
+
+
+def test_a_listings_json_gives_no_sentence_to_lean_on():
+    # A snippet entry is verified against its listing's JSON, which has no paragraphs: the text
+    # before a quoted snippet there is the listing's fields, never a sentence to quote with it.
+    from deepresearch_dagster.core.heuristics.report import preceding_sentences
+
+    snippet = "Barrier Device is a 2002 short film. It stars Sandra Oh as a sex researcher."
+    raw = json.dumps({"query": "barrier device", "results": [{"path": "Barrier Device.txt", "snippet": snippet}]})
+    entry = {**_source(1, "1", "", ["It stars Sandra Oh as a sex researcher."]), "artifact_file": "s.json"}
+    assert preceding_sentences([entry], {"s.json": raw}) == {}
+    entry["artifact_file"] = "s.txt"  # the same text read as a document leans on its sentence before
+    assert preceding_sentences([entry], {"s.txt": snippet})["s.txt"] == {
+        "It stars Sandra Oh as a sex researcher.": "Barrier Device is a 2002 short film."
+    }
