@@ -386,10 +386,11 @@ def execute_step(
     try:
         searches = run_calls(ctx, plan, toolbox, run, state, _search_requests(step, toolbox, breadth, cap))
         listings = [raw for record, raw in searches if record.status == "ok"]
-        local = bool(searches) and searches[0][0].tool == "local_search"
-        text, weight = ranking_terms(plan, step, toolbox.term_weight if local else None)
-        ranked = rank_results(listings, text, exclude=set(state.already_read), weight=weight)
         read_tool, arg = SEARCH_TOOLS[searches[0][0].tool][:2] if searches else ("read_document", "path")
+        # The corpus's term weights rank the corpus's own listings (no listing: nothing to rank).
+        corpus = read_tool == "read_document"
+        text, weight = ranking_terms(plan, step, toolbox.term_weight if corpus else None)
+        ranked = rank_results(listings, text, exclude=set(state.already_read), weight=weight)
         # The top K, and the next results while they rank close to the K-th: a listing whose
         # snippets score alike does not say which of them answers.
         close = close_ranked(ranked, top_k, set(state.already_read)) if not reduced else top_k
