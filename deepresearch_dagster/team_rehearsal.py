@@ -66,6 +66,7 @@ class Figures:
     worker_killed: str = ""  # the same for the whole worker killed (parent and step process)
     compute_logs_per_worker: dict[str, int] = field(default_factory=dict)  # steps whose log the store serves
     reexecuted: int = 0  # runs re-executed from failure (the whole worker's step needs none)
+    steps_taken_over: int = 0  # steps a worker started again in their run, the killed worker's lost ones
     reports_identical: str = "no"
     wall_s: float = 0.0
 
@@ -112,7 +113,8 @@ class _Kill:
     pid: int
     partition: str
     before: set[tuple[str, str]]  # (tool, arguments) executed before the kill
-    rows: Counter = field(default_factory=Counter)  # a lost attempt's rows (whole worker killed)
+    # Whole worker killed: what every stage had written by then (queries.stage_rows).
+    rows: Counter = field(default_factory=Counter)
 
     def __str__(self) -> str:
         return f"{self.worker} pid {self.pid} during {self.partition}'s compressions"
@@ -149,7 +151,7 @@ class _Killer:
             what = "worker" if whole else "step process of worker"
             self.say(f"SIGKILLed the {what} {kill}")
             if whole:
-                kill.rows = queries.lost_attempt_rows(self.url, partition)
+                kill.rows = queries.stage_rows(self.url)
                 self.workers[worker].wait()
                 self.worker = kill
                 self.restart(worker)
@@ -273,7 +275,9 @@ def rehearse(
         figures.researches_finished = queries.succeeded_partitions(url, "research_job")
         figures.lineage_rows, per = queries.lineage_counts(url)
         reference = queries.lineage_counts_file(root / "single" / "lineage.duckdb")
-        extra = queries.failed_attempt_rows(url) + (killer.worker.rows if killer.worker else Counter())
+        restarted = queries.restarted_steps(url)
+        figures.steps_taken_over = len(restarted)
+        extra = queries.failed_attempt_rows(url) + _lost_attempt_rows(killer.worker, restarted)
         figures.rows_of_the_failed_attempt = sum(extra.values())
         for key in sorted(set(per) | set(reference)):
             figures.rows_lost += max(0, reference[key] - per[key])
@@ -299,6 +303,20 @@ def rehearse(
         figures.ops_per_worker = queries.steps_per_worker(url)
     figures.wall_s = round(time.monotonic() - started, 1)
     return figures
+
+
+def _lost_attempt_rows(kill: _Kill | None, restarted: set[tuple[str, str]]) -> Counter:
+    """Rows per (table, partition) of the steps the whole killed worker lost, which the workers that
+    took them over wrote again: of every stage's rows at the kill, those of the steps started again in
+    their run (``restarted``: run id, step key). Not only the watched partition's: a step of
+    another research may have started on that worker before its start was reported."""
+    if kill is None:
+        return Counter()
+    lost: Counter = Counter()
+    for (table, partition, run_id, stage), n in kill.rows.items():
+        if (run_id, stage) in restarted:
+            lost[(table, partition)] += n
+    return lost
 
 
 def _reexecute(env: dict[str, str], url: str, question: str, say: Callable[[str], None]) -> int:

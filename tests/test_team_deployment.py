@@ -105,6 +105,7 @@ def test_four_researches_on_two_workers_survive_a_killed_worker(pg, s3, redis_ur
     # A whole worker SIGKILLed (nobody reports it): its step went to a worker by itself, so only the
     # run of the killed step process was re-executed.
     assert figures.worker_killed and figures.reexecuted == 1, report
+    assert figures.steps_taken_over >= 1, report  # the lost worker's step, started again in its run
     # The compute logs of steps run on either worker are read back from the object store.
     assert set(figures.compute_logs_per_worker) == {"w1", "w2"}, report
     assert all(n > 0 for n in figures.compute_logs_per_worker.values()), report
@@ -461,6 +462,44 @@ def test_a_commit_whose_answer_was_lost_is_not_written_again(pg, monkeypatch, ol
         ("fallback", 1),
         ("ok", 3),
     ]
+
+
+def test_two_hosts_caching_the_same_tool_call_at_once_both_go_through(pg):
+    # Another host's transaction holds the same tool-cache key, uncommitted: this host's queued
+    # INSERT OR REPLACE waits on it, then meets its row once it commits (a duplicate key, measured
+    # in the rehearsal: the step failed and was retried whole). Written again, it replaces the row.
+    import threading
+    import time
+
+    from deepresearch_dagster.core.models import ToolCallRecord
+    from deepresearch_dagster.core.store.lineage_postgres import open_connection
+
+    url = pg.new_database("lineage_cache_race")
+    lineage = LineageStore.at(url)
+    record = ToolCallRecord(
+        call_id="c1", step_id="s1", step_title="t", step_description="d", seq=1, tool="local_search",
+        arguments={"query": "q"}, artifact_file="c1.json", artifact_path="mine/c1.json", bytes=1, sha256="x",
+        raw_tokens=1,
+    )  # fmt: skip
+    lineage.put_tool_cache("K", record, "listing", {"query": "q"})  # the schema, outside a session
+    other = open_connection(url)
+    other.execute("DELETE FROM tool_cache")
+    other.execute("BEGIN")
+    other.execute(
+        "INSERT OR REPLACE INTO tool_cache (cache_key, tool, arguments, artifact_path, sha256, kind) "
+        "VALUES ('K', 'local_search', '{}', 'theirs/c1.json', 'x', 'listing')"
+    )
+    found: list = []
+    with lineage.session():
+        lineage.put_tool_cache("K", record, "listing", {"query": "q"})
+        reader = threading.Thread(target=lambda: found.append(lineage.tool_cache_lookup("K", 3600)))
+        reader.start()  # writes the queued row first: it waits on the other host's transaction
+        time.sleep(0.5)
+        other.execute("COMMIT")
+        reader.join(30)
+    other.close()
+    assert found and found[0]["artifact_path"] == "mine/c1.json"
+    assert _query(url, "SELECT artifact_path FROM deepresearch.tool_cache") == [("mine/c1.json",)]
 
 
 def test_a_lost_lineage_connection_s_error_does_not_quote_the_password(pg):

@@ -237,6 +237,7 @@ def path_connect(path: str | Path) -> Connect:
     return connect
 
 
+_REPLACING = re.compile(r"^\s*INSERT\s+OR\s+REPLACE\s+INTO\b", re.IGNORECASE)
 _WRITTEN = re.compile(r"^\s*(?:INSERT(?:\s+OR\s+\w+)?\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)", re.IGNORECASE)
 
 
@@ -421,6 +422,10 @@ class _Lease:
                 with self.queue_lock:
                     self.queue[:0] = units[i + 1 :]
                 self._undo(mark)
+                if again and self._raced(exc, unit):
+                    with self.queue_lock:
+                        self.queue.insert(0, unit)
+                    return self._flush(reads, again=False)  # once: the row it replaces is there now
                 raise
         return None
 
@@ -462,6 +467,11 @@ class _Lease:
 
     def _gone(self, exc: BaseException) -> bool:
         """The server went away (Postgres; a file does not): nothing uncommitted is lost."""
+        return False
+
+    def _raced(self, exc: BaseException, unit: _Unit) -> bool:
+        """Another writer added the row the unit's INSERT OR REPLACE was about to add (Postgres; a
+        file has one writer at a time): written again, the unit replaces it."""
         return False
 
     def _raise_failure(self) -> None:
@@ -756,6 +766,16 @@ class _PostgresLease(_Lease):
 
     def _transient(self, exc: BaseException) -> bool:
         return self._gone(exc) or isinstance(exc, ConfigError)
+
+    def _raced(self, exc: BaseException, unit: _Unit) -> bool:
+        # Two hosts caching the same tool call or compression at once (the shared caches): the
+        # extension writes INSERT OR REPLACE as a COPY of the rows it did not find, and the second
+        # COPY, waiting on the first writer's transaction, then meets its row (Postgres's message).
+        return (
+            isinstance(exc, duckdb.Error)
+            and "duplicate key value violates unique constraint" in str(exc)
+            and all(_REPLACING.match(sql) for sql, _ in unit.statements)
+        )
 
 
 def _insert_rows(conn: duckdb.DuckDBPyConnection, sql: str, rows: list[list[Any]]) -> None:

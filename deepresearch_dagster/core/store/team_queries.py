@@ -177,10 +177,31 @@ def failed_attempt_rows(url: str) -> Counter:
     return _attempt_rows(url, "l.run_id = ANY(%s)", "run_id = ANY(%s)", (failed,)) if failed else Counter()
 
 
-def lost_attempt_rows(url: str, partition: str) -> Counter:
-    """The same for a step whose whole worker was lost, read at the moment of the loss: what the
-    lost attempt wrote, which the attempt that takes the step over may write again."""
-    return _attempt_rows(url, "l.partition_key = %s", "partition_key = %s", (partition,))
+def stage_rows(url: str) -> Counter:
+    """Rows per (table, partition, run id, stage) that each stage has written so far, read at the
+    moment a whole worker is lost. Which of those stages the worker was running shows only
+    afterwards (:func:`restarted_steps`): the step a worker starts is reported by the step itself,
+    so at the moment of the loss the worker's newest step may not be known yet; and a stage may
+    have recorded its end while its Dagster step had not (the step is then done again whole)."""
+    queries = {
+        # The stage's LLM calls: those of its run made once the stage started.
+        "llm_calls": f"SELECT l.partition_key, l.run_id, r.stage, count(*) FROM {SCHEMA}.llm_calls l "
+        f"JOIN {SCHEMA}.runs r ON r.run_id = l.run_id WHERE l.created_at >= r.started_at "
+        "GROUP BY 1, 2, 3",
+        "budget_ledger": f"SELECT partition_key, run_id, stage, count(*) FROM {SCHEMA}.budget_ledger GROUP BY 1, 2, 3",
+    }
+    rows: Counter = Counter()
+    for table, sql in queries.items():
+        for key, run_id, stage, n in _rows(url, sql):
+            rows[(table, key, run_id, stage)] += n
+    return rows
+
+
+def restarted_steps(url: str) -> set[tuple[str, str]]:
+    """(run id, step key) of the steps a worker started more than once within one run: a lost
+    worker's step that another worker took over (a failed run is re-executed as a new run)."""
+    started = Counter((run_id, step) for _, run_id, step, _ in _steps_started(url) if step)
+    return {step for step, n in started.items() if n > 1}
 
 
 def _attempt_rows(url: str, llm_where: str, budget_where: str, params: tuple) -> Counter:
