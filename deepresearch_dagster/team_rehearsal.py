@@ -277,7 +277,10 @@ def rehearse(
         reference = queries.lineage_counts_file(root / "single" / "lineage.duckdb")
         restarted = queries.restarted_steps(url)
         figures.steps_taken_over = len(restarted)
-        extra = queries.failed_attempt_rows(url) + _lost_attempt_rows(killer.worker, restarted)
+        # Rows of the attempts done again: the failed run's killed step (read now: its process is
+        # gone) and the lost worker's steps (read at the kill: their new attempt has the same run id).
+        extra = _of_steps(queries.stage_rows(url), queries.failed_steps(url))
+        extra += _of_steps(killer.worker.rows if killer.worker else Counter(), restarted)
         figures.rows_of_the_failed_attempt = sum(extra.values())
         for key in sorted(set(per) | set(reference)):
             figures.rows_lost += max(0, reference[key] - per[key])
@@ -305,18 +308,15 @@ def rehearse(
     return figures
 
 
-def _lost_attempt_rows(kill: _Kill | None, restarted: set[tuple[str, str]]) -> Counter:
-    """Rows per (table, partition) of the steps the whole killed worker lost, which the workers that
-    took them over wrote again: of every stage's rows at the kill, those of the steps started again in
-    their run (``restarted``: run id, step key). Not only the watched partition's: a step of
-    another research may have started on that worker before its start was reported."""
-    if kill is None:
-        return Counter()
-    lost: Counter = Counter()
-    for (table, partition, run_id, stage), n in kill.rows.items():
-        if (run_id, stage) in restarted:
-            lost[(table, partition)] += n
-    return lost
+def _of_steps(rows: Counter, steps: set[tuple[str, str]]) -> Counter:
+    """Rows per (table, partition) of ``rows`` (queries.stage_rows) written by ``steps`` (run id, step
+    key). The lost worker's steps are those started again in their run, whichever research they
+    belong to: a step of another research may have started on it before its start was reported."""
+    out: Counter = Counter()
+    for (table, partition, run_id, stage), n in rows.items():
+        if (run_id, stage) in steps:
+            out[(table, partition)] += n
+    return out
 
 
 def _reexecute(env: dict[str, str], url: str, question: str, say: Callable[[str], None]) -> int:

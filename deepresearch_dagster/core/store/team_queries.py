@@ -170,11 +170,10 @@ def lineage_counts_file(path: Path) -> Counter:
     return per
 
 
-def failed_attempt_rows(url: str) -> Counter:
-    """Rows per (table, partition) that failed runs' ``tool_outputs`` steps wrote and their
-    re-execution wrote again: every LLM attempt and budget entry stays recorded."""
-    failed = [r for (r,) in _rows(url, "SELECT run_id FROM runs WHERE status = 'FAILURE'")]
-    return _attempt_rows(url, "l.run_id = ANY(%s)", "run_id = ANY(%s)", (failed,)) if failed else Counter()
+def failed_steps(url: str) -> set[tuple[str, str]]:
+    """(run id, step key) of the failed runs' ``tool_outputs`` steps, which their re-execution from
+    failure did again: every LLM attempt and budget entry of the failed attempt stays recorded."""
+    return {(r, "tool_outputs") for (r,) in _rows(url, "SELECT run_id FROM runs WHERE status = 'FAILURE'")}
 
 
 def stage_rows(url: str) -> Counter:
@@ -202,19 +201,3 @@ def restarted_steps(url: str) -> set[tuple[str, str]]:
     worker's step that another worker took over (a failed run is re-executed as a new run)."""
     started = Counter((run_id, step) for _, run_id, step, _ in _steps_started(url) if step)
     return {step for step, n in started.items() if n > 1}
-
-
-def _attempt_rows(url: str, llm_where: str, budget_where: str, params: tuple) -> Counter:
-    queries = {
-        # The step's LLM calls: those of the run made once its tool_outputs started.
-        "llm_calls": f"SELECT l.partition_key, count(*) FROM {SCHEMA}.llm_calls l JOIN {SCHEMA}.runs r "
-        f"ON r.run_id = l.run_id AND r.stage = 'tool_outputs' WHERE {llm_where} AND l.created_at >= r.started_at "
-        "GROUP BY 1",
-        "budget_ledger": f"SELECT partition_key, count(*) FROM {SCHEMA}.budget_ledger "
-        f"WHERE {budget_where} AND stage = 'tool_outputs' GROUP BY 1",
-    }
-    extra: Counter = Counter()
-    for table, sql in queries.items():
-        for key, n in _rows(url, sql, params):
-            extra[(table, key)] += n
-    return extra
