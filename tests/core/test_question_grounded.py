@@ -184,6 +184,15 @@ def test_a_bridge_is_searched_with_the_question_words_the_evidence_states_least(
     assert {"reign", "terror"} <= set(query.split()) and not {"government", "ruling"} & set(query.split())
 
 
+def test_a_bridge_is_searched_with_the_question_s_names_its_source_does_not_state():
+    # "the Olympics" belongs to the second hop: the gin's page never names them, the bridge's does.
+    question = "What year did the Olympics take place in the country where Brannoch Gin is made?"
+    memory = _memory(("Brannoch Gin.txt", "Brannoch Gin is a dry gin made in Scotland from juniper and heather."))
+    name, source, query = bridges(question, memory)[0]
+    assert (name, source) == ("Scotland", "Brannoch Gin.txt")
+    assert "olympics" in query.split() and not {"brannoch", "gin"} & set(query.lower().split())
+
+
 def test_a_bridge_named_farther_from_the_questions_words_is_searched_with_the_others():
     # The question's own words sit beside the wrong names ("historical figures"); the bridge's
     # sentence words its relation otherwise ("draws on the life of").

@@ -182,7 +182,7 @@ def bridges(
         unmatched = [
             w
             for w in content_query(question).split()
-            if not _positions(text, set(content_terms(w))) and not set(content_terms(w)) <= named | known - asked
+            if not _positions(text, set(content_terms(w))) and not set(content_terms(w)) <= known - asked
         ]
         query = " ".join(_least_stated(unmatched, df))
         beyond = {n: [x for x in sentences if x[1] != source and _titled(n, about[x[1]])] for n in candidates}
