@@ -408,6 +408,14 @@ def test_demo_report_reads_as_an_answer():
     # demo reads its short passage windows too, where the contract's three-sentence floor is most of
     # the window (issue 27).
     assert figures["context_reduction"] >= 88.0
+    # The corpus's own best sources on the challenges and on manufacturing are each cited (issue 27).
+    references = _section(md, "References")
+    for document in (
+        "manufacturing_scale_up_and_cost",
+        "interface_resistance_and_stack_pressure",
+        "sulfide_electrolytes",
+    ):
+        assert document in references, document
 
 
 def test_research_on_another_topic_quotes_none_of_the_battery_documents():
