@@ -177,8 +177,9 @@ def failed_steps(url: str) -> set[tuple[str, str]]:
 
 
 def stage_rows(url: str) -> Counter:
-    """Rows per (table, partition, run id, stage) that each stage has written so far, read at the
-    moment a whole worker is lost. Which of those stages the worker was running shows only
+    """Rows per (table, partition, run id, stage) that each stage has written so far: read at the
+    end for a failed run's step, and at the moment a whole worker is lost for the steps it lost.
+    Which of those stages the lost worker was running shows only
     afterwards (:func:`restarted_steps`): the step a worker starts is reported by the step itself,
     so at the moment of the loss the worker's newest step may not be known yet; and a stage may
     have recorded its end while its Dagster step had not (the step is then done again whole)."""
