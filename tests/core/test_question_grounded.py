@@ -17,13 +17,14 @@ from deepresearch_dagster.core.heuristics.critique import bridges, critique_heur
 from deepresearch_dagster.core.heuristics.planning import plan_heuristically
 from deepresearch_dagster.core.heuristics.sentences import looks_english
 from deepresearch_dagster.core.heuristics.terms import names
-from deepresearch_dagster.core.models import CompressionResult, PlanStep, ResearchPlan, SummaryBundle, SummaryRecord
+from deepresearch_dagster.core.models import PlanStep, ResearchPlan, SummaryBundle
 from deepresearch_dagster.core.roles.citations import verify_citations
 from deepresearch_dagster.core.roles.reporter import number_sources
 from deepresearch_dagster.core.roles.researcher import ranking_terms
 from deepresearch_dagster.core.roles.retrieval import RankedSource, close_ranked, rank_results
 from deepresearch_dagster.core.text import content_terms
 from deepresearch_dagster.core.tools.local_search import LocalCorpus, snippet
+from tests.core.test_changes import _bundle, _summary
 
 LELAND = (
     'Leland is a town in Brunswick County, North Carolina. A number of movies, such as "Maximum Overdrive" '
@@ -290,30 +291,10 @@ def test_a_listing_whose_snippet_answers_the_step_keeps_the_snippet():
 
 
 def _listing_memory(extraction: list[str]) -> SummaryBundle:
-    return SummaryBundle(
-        partition_key="k",
-        compressor_model="m",
-        prompt_version="v",
-        summaries=[
-            SummaryRecord(
-                call_id="1.1",
-                step_id="1",
-                artifact_file="search.json",
-                source=None,
-                source_title=None,
-                result=CompressionResult(
-                    summary_title="Search results for country normandy located",
-                    summary="The search returned 2 results. Best match: Normans (Normans.md). Next: Poverty.",
-                    extraction=extraction,
-                    is_useful=True,
-                ),
-                injected_tokens=10,
-                cache_key="c",
-                compressor_model="m",
-                prompt_version="v",
-            )
-        ],
-    )
+    """A research whose only memory is a search listing's summary (``listing_results`` tells a
+    listing by its JSON artifact) keeping ``extraction``."""
+    listing = _summary("1.1", None, extraction).model_copy(update={"artifact_file": "search.json"})
+    return _bundle("k", listing)
 
 
 def test_a_snippet_kept_from_a_listing_is_quoted_as_its_documents_words():
