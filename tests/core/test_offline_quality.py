@@ -964,3 +964,25 @@ def test_a_listings_json_gives_no_sentence_to_lean_on():
     assert preceding_sentences([entry], {"s.txt": snippet})["s.txt"] == {
         "It stars Sandra Oh as a sex researcher.": "Barrier Device is a 2002 short film."
     }
+
+
+def test_the_summary_follows_the_bridge_from_the_question_s_name_to_the_answer():
+    """A two-hop question: the page of the question's name gives the bridge (the actor), the answer is
+    on another source that names the bridge and says what the question asks, with few of its words.
+    Sentences that share more of the question's words but not the bridge do not replace it."""
+    question = 'Who did the actor who played Inspector Harlan Vane in the series "Grey Harbour" marry?'
+    payload = _answer_payload(
+        question,
+        [
+            'Tomas Reyl is a Danish actor who played Inspector Harlan Vane in the series "Grey Harbour".',
+            "Piet Olsen is an actor who played an inspector in the series Cold Quay and married twice.",
+            "Anna Brekke is an actor who played an inspector in the crime series North Light.",
+            "Jon Hald is an actor who married the director of the series Salt Roads.",
+            "Erik Dahl is an actor who played a harbour inspector in the series Tidewater.",
+            "Lise Moen is an actor who played the inspector's wife in the series Fjord Nights.",
+            "Mara Lind married Tomas Reyl in 2004 in Aarhus.",
+        ],
+    )
+    summary = extractive_section("Executive summary", payload)
+    first_hop = summary.index("Tomas Reyl is a Danish actor who played")
+    assert first_hop < summary.index("Mara Lind married Tomas Reyl") < summary.index("Piet Olsen")

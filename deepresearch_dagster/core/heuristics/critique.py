@@ -12,7 +12,7 @@ from ..text import MONTH, content_terms, split_sentences, words
 from .answer_types import specific
 from .compression import PADDING
 from .planning import content_query, enumerated_parts, research_terms, searchable_names
-from .report import all_steps, parts_of, unanswered
+from .report import all_steps, page_title, parts_of, unanswered
 from .terms import SUBJECT_LEAD, names, sentence_case
 
 
@@ -131,7 +131,7 @@ def bridges(
     # What each source is about: the titles its file name or address and its summary give ("Neighbours.txt").
     about = {
         str(m.get("source")): [
-            set(content_terms(t)) for t in (_page_title(str(m.get("source"))), m.get("summary_title") or "")
+            set(content_terms(t)) for t in (page_title(str(m.get("source"))), m.get("summary_title") or "")
         ]
         for m in memory
     }
@@ -171,7 +171,7 @@ def bridges(
         # Evidence whose subject is a pronoun ("He starred as Benton Fraser" on "Paul Gross") is about
         # its page's title: a subject the question does not name is a bridge too, after the nearest name.
         best = next(x for x, src in ranked if src == source)
-        title = _page_title(source) if _PRONOUN_LEAD.match(best) else ""
+        title = page_title(source) if _PRONOUN_LEAD.match(best) else ""
         for n in names(title, fragment=True)[:1]:
             terms = set(content_terms(n))
             if terms and not terms <= known and not any(q <= terms or terms <= q for q in question_names):
@@ -203,11 +203,6 @@ def bridges(
         known |= set(content_terms(hop))
         pool = beyond[hop]
     return fallback
-
-
-def _page_title(source: str) -> str:
-    """The title a file name or address gives, without its extension or disambiguation."""
-    return re.sub(r"\s*\(.*?\)|\.\w+$", "", source.rsplit("/", 1)[-1])
 
 
 def _titled(name: str, titles: list[set[str]]) -> bool:

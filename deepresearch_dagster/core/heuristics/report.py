@@ -21,6 +21,7 @@ from ..text import (
     closed,
     content_terms,
     figures,
+    fold,
     is_instruction,
     key_figures,
     same_figure,
@@ -31,7 +32,7 @@ from .answer_types import MEASURE_WORDS, answered, answers, asked_kinds, aspect_
 from .compression import PADDING
 from .planning import enumerated_parts
 from .sentences import context_dependent, has_fact, is_fragment
-from .terms import ASPECT_WORDS, DO_LEAD, EMPHASIS, antecedent, question_parts, sentence_case, topic_words
+from .terms import ASPECT_WORDS, DO_LEAD, EMPHASIS, antecedent, names, question_parts, sentence_case, topic_words
 
 REPORT_SECTIONS = ("Executive summary", "Key findings", "Analysis", "Limitations", "Suggested next steps")
 CORROBORATED_INTRO = "These findings are stated by two or more independent sources:"
@@ -43,6 +44,7 @@ _SINGLE_SOURCE_COUNT = re.compile(r"\b\d+ of (\d+) claims extracted from the sou
 MAX_FINDING_WORDS = 60
 MAX_SUMMARY_PER_PART = 2
 ANSWER_KIND_WEIGHT = 1.5
+MAX_HOPS = 2  # bridges the executive summary follows from the finding that states a question's name
 HOME_WEIGHT = 1.0
 LISTED_WEIGHT = 1.0
 _ASKS = re.compile(
@@ -361,6 +363,43 @@ def _rank(
     return (-score, f.order)
 
 
+def _states(f: Finding, name: str) -> bool:
+    """Whether ``f`` states ``name`` (folded) as written, capitals and all ("Brand", the play; not
+    "the brand represents 410 hotels")."""
+    return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", fold(f.text)) is not None
+
+
+def _chain(
+    best: Finding,
+    pool: list[Finding],
+    found: list[Finding],
+    named: tuple[str, ...],
+    part: str,
+    part_terms: set[str],
+    kinds: frozenset[str],
+    weights: dict[str, float],
+    sources: list[dict[str, Any]],
+) -> list[Finding]:
+    """The findings that lead from the question to its answer: the first hop, a finding (the best
+    ranked of ``pool``) that states the question's rarest name ("Pocahontas Mounds … in Hinds County,
+    Mississippi", not a sentence on the United States), then up to ``MAX_HOPS`` findings each one
+    bridge further (:func:`_next_hop`). The first of the name's findings that leads somewhere starts
+    it; ``[best]`` when no finding states a name."""
+    stating = {n: [f for f in pool if _states(f, n)] for n in named}
+    rarest = sorted((n for n in named if stating[n]), key=lambda n: sum(_states(f, n) for f in found))
+    starts = stating[rarest[0]][: MAX_HOPS + 1] if rarest else [best]
+    for start in starts:
+        chain = [start]
+        while len(chain) <= MAX_HOPS:
+            hop = _next_hop(chain[-1], [f for f in found if f not in chain], part, part_terms, kinds, weights, sources)
+            if hop is None:
+                break
+            chain.append(hop)
+        if len(chain) > 1:
+            return chain
+    return starts[:1]
+
+
 def ranked_findings(payload: dict[str, Any]) -> list[Finding]:
     """The findings, those that answer the question best first (by the summary's own ranking)."""
     found = findings(payload)
@@ -401,6 +440,7 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
     # heat network exceed …") is every part's subject, named or not: never a word to stress.
     subject = set(content_terms(antecedent(parts[0]) or "")) if parts and DO_LEAD.match(parts[0]) else set()
     asked = [asked_kinds(part) for part in parts]
+    named = tuple(fold(n) for n in names(str(payload["question"])) if content_terms(n))
     stated: set[str] = set()
     for k, part in enumerate(parts):
         aspects = aspect_terms(unresolved[k])
@@ -467,6 +507,9 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
             ]
             ranked = sorted(extra, key=lambda f: _rank(f, part_terms | question, kinds, weights=weights))
             picked = _distinct(picked + ranked, limit)
+        if picked and len(parts) == 1 and specific(part):
+            chain = _chain(picked[0], pool, found, named, part, part_terms, kinds, weights, payload["sources"])
+            picked = [*chain, *(f for f in picked if f not in chain)]  # then the part's other candidates
         used.update(id(f) for f in picked)
         # A table row's bare cell ("Revised budget (£m): 41.2") does not say what the figure is; a
         # later part may still quote the sentence that does ("… in the sum of £41.2 million").
@@ -476,6 +519,38 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
         else:
             out[shared] = ([*out[shared][0], part], out[shared][1] + picked)
     return out
+
+
+def page_title(source: str) -> str:
+    """The title a file name or address gives, without its extension or disambiguation."""
+    return re.sub(r"\s*\(.*?\)|\.\w+$", "", source.rsplit("/", 1)[-1])
+
+
+def _next_hop(
+    first: Finding,
+    pool: list[Finding],
+    part: str,
+    part_terms: set[str],
+    kinds: frozenset[str],
+    weights: dict[str, float],
+    sources: list[dict[str, Any]],
+) -> Finding | None:
+    """The answer one hop further than ``first``: the best finding of another source that names a
+    thing ``first`` names and the question does not (the bridge: "Paul Gross", whose page says he
+    starred as Benton Fraser, for "who did the actor who starred as Benton Fraser have a child with")
+    and holds what the part asks for, ranked by the part's words ``first`` does not state: what the
+    next hop is asked (a child, not the actor)."""
+    asked = set(content_terms(part))
+    given = [page_title(str(s.get("source") or "")) for s in sources if s["n"] in first.cites]
+    bridges = [t for t in (set(content_terms(n)) for n in [*names(first.text), *given]) if t and not t <= asked]
+    if not bridges:
+        return None
+    candidates = [
+        f
+        for f in pool
+        if not set(f.cites) & set(first.cites) and any(b <= f.terms for b in bridges) and answers(f.text, part)
+    ]
+    return min(candidates, key=lambda f: _rank(f, part_terms - first.terms, kinds, weights=weights), default=None)
 
 
 def unanswered(payload: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
