@@ -297,6 +297,13 @@ def test_any_request_gives_a_valid_plan_whose_steps_search_something(question, m
         ),
         # A comma before a relative "where"/"which" is not a new part.
         ("How did Lyon, which had no river port, grow?", ["How did Lyon, which had no river port, grow"]),
+        # A name put first ("Besides X, …") belongs to the part it introduces; a short item of a list
+        # of asks is a part of its own.
+        (
+            "Besides Harlow, Essex, what town hosts the Meridian Trust's offices?",
+            ["Besides Harlow, Essex, what town hosts the Meridian Trust's offices"],
+        ),
+        ("Revenue; board members; risks", ["Revenue", "board members", "risks"]),
     ],
 )
 def test_a_question_splits_into_parts_that_read_alone(question, parts):

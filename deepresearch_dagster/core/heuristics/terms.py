@@ -50,6 +50,7 @@ def clause_breaks(text: str) -> list[re.Match[str]]:
     return out
 
 
+_ASKING = re.compile(r"^\W*(?:how|what|why|which|who|whom|whose|when|where|whether)\b", re.IGNORECASE)
 _PRONOUN = re.compile(r"\b(?:it|they|them|(its|their))\b", re.IGNORECASE)
 COPULA_LEAD = re.compile(r"^(?:what|how|when|where|why|which|who)\s+(?:are|is|was|were)\s+", re.IGNORECASE)
 SUBJECT_LEAD = re.compile(
@@ -118,7 +119,13 @@ def question_parts(question: str, resolve: bool = True) -> list[str]:
     Tunnel funded" (a part's "it"/"them" is the nearest earlier part's subject, unless not ``resolve``)."""
     text = " ".join(question.split())
     bounds = [0, *(x for m in clause_breaks(text) for x in m.span()), len(text)]
-    pieces = (text[a:b].strip(" ,.?;:") for a, b in zip(bounds[::2], bounds[1::2], strict=True))
+    pieces = [text[a:b].strip(" ,.?;:") for a, b in zip(bounds[::2], bounds[1::2], strict=True)]
+    # A phrase that asks nothing and is a name and one word at most ("Besides Little Rock, Arkansas,
+    # what city …") is said of the part after it, not a part of its own.
+    for i in range(len(pieces) - 1):
+        named = set(content_terms(" ".join(names(pieces[i]))))
+        if named and not _ASKING.match(pieces[i]) and len(set(content_terms(pieces[i])) - named) <= 1:
+            pieces[i + 1], pieces[i] = f"{pieces[i]}, {pieces[i + 1]}", ""
     out: list[str] = []
     subject: str | None = None
     for part in (c for c in pieces if c):
