@@ -677,6 +677,20 @@ def test_a_sentence_that_leans_on_the_one_before_is_quoted_with_it():
     assert "£4.2 million" in extractive_section("Executive summary", payload)
 
 
+def test_two_sentences_on_the_subject_of_one_lead_are_quoted_with_it_once():
+    from deepresearch_dagster.core.heuristics.report import preceding_sentences
+
+    lead = "Mara Lind (born 1971) is a Danish actor who played in twelve seasons of Grey Harbour."
+    raw = f"{lead} She studied in Aarhus and Oslo. She was a two-time winner of the Bodil Award.\n"
+    entry = _source(1, "1", "She studied in Aarhus and Oslo. She was a two-time winner of the Bodil Award.")
+    payload = _answer_payload("How many times did Mara Lind win the Bodil Award?", [])
+    payload["sources"] = [entry]
+    payload["preceding"] = preceding_sentences([entry], {entry["artifact_file"]: raw})
+    assert [f.text for f in findings(payload)] == [
+        f"{lead} She studied in Aarhus and Oslo. She was a two-time winner of the Bodil Award."
+    ]
+
+
 @pytest.mark.parametrize(
     "sentence", ["To address this, the Board is studying a second spillway.", "Second, the steel anchors corrode."]
 )

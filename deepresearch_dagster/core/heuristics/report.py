@@ -249,17 +249,23 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
     }
     out: list[Finding] = []
     order = 0
-    led: set[tuple[int, str]] = set()
+    led: dict[tuple[int, str], Finding] = {}  # the finding that quotes a lead, by source and lead
     for src in payload["sources"]:
         before = payload.get("preceding", {}).get(str(src.get("artifact_file") or ""), {})
         for sentence in [*split_sentences(src["summary"]), *src["extraction"]]:
             sentence = without_references(" ".join(sentence.split()))
             order += 1
-            lead = before.get(sentence)
-            # "It lent £88m" with the sentence it continues (once: a lead quoted twice is a duplicate).
-            if lead and (src["n"], lead) not in led and context_dependent(sentence) and usable(f"{lead} {sentence}"):
-                sentence = f"{lead} {sentence}"
-                led.add((src["n"], lead))
+            lead, leading = before.get(sentence), None
+            if lead and context_dependent(sentence):
+                # "It lent £88m" with the sentence it continues; a second sentence on the same
+                # subject ("He was a two-time Pro Bowl selection") joins the finding that quotes the
+                # lead already (a lead quoted twice would be a duplicate).
+                joined = led.get((src["n"], lead))
+                if joined is not None and any(f is joined for f in out) and usable(f"{joined.text} {sentence}"):
+                    joined.text, joined.terms = f"{joined.text} {sentence}", joined.terms | set(content_terms(sentence))
+                    continue
+                if joined is None and usable(f"{lead} {sentence}"):
+                    sentence, leading = f"{lead} {sentence}", (src["n"], lead)
             sentence = _OUTLINE_NUMBER.sub("", sentence, count=1)
             if not usable(sentence) or PADDING.match(sentence):
                 continue
@@ -276,12 +282,14 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
                 # kept wording would verify against this source too; the fuller wording of one source.
                 if twin.cites == [src["n"]] and twin.text in sentence:
                     twin.text, twin.terms = sentence, terms
+                    led.update({leading: twin} if leading else {})
                 elif src["n"] not in twin.cites and _overlap(twin.terms, terms) >= 0.6:
                     twin.cites.append(src["n"])
                     twin.merged[src["n"]] = sentence
                 twin.listed = twin.listed and bool(src.get("listed"))
                 continue
             out.append(Finding(sentence, terms, [src["n"]], str(src["step_id"]), order, listed=bool(src.get("listed"))))
+            led.update({leading: out[-1]} if leading else {})
     # A finding another one holds is one finding, the fuller: a sentence also quoted with the one
     # before it ("X opened in 1968." and "X opened in 1968. At 112 metres it …"), or the same dated
     # or figured fact with a detail added ("The bridge opened on 21 November 2022." and "21 November
