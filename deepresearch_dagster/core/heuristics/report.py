@@ -282,14 +282,16 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
                 # kept wording would verify against this source too; the fuller wording of one source.
                 if twin.cites == [src["n"]] and twin.text in sentence:
                     twin.text, twin.terms = sentence, terms
-                    led.update({leading: twin} if leading else {})
+                    if leading:
+                        led[leading] = twin
                 elif src["n"] not in twin.cites and _overlap(twin.terms, terms) >= 0.6:
                     twin.cites.append(src["n"])
                     twin.merged[src["n"]] = sentence
                 twin.listed = twin.listed and bool(src.get("listed"))
                 continue
             out.append(Finding(sentence, terms, [src["n"]], str(src["step_id"]), order, listed=bool(src.get("listed"))))
-            led.update({leading: out[-1]} if leading else {})
+            if leading:
+                led[leading] = out[-1]
     # A finding another one holds is one finding, the fuller: a sentence also quoted with the one
     # before it ("X opened in 1968." and "X opened in 1968. At 112 metres it …"), or the same dated
     # or figured fact with a detail added ("The bridge opened on 21 November 2022." and "21 November
@@ -390,18 +392,27 @@ def _chain(
 ) -> list[Finding]:
     """The findings that lead from the question to its answer: the first hop, a finding (the best
     ranked of ``pool``) that states the question's rarest name ("Pocahontas Mounds … in Hinds County,
-    Mississippi", not a sentence on the United States), then up to ``MAX_HOPS`` findings each one
-    bridge further (:func:`_next_hop`). The first of the name's findings that leads somewhere starts
-    it; ``[best]`` when no finding states a name."""
+    Mississippi", not a sentence on the United States), then up to ``MAX_HOPS`` findings, each of
+    another source, that name a thing the one before names and the question does not (the bridge:
+    "Paul Gross", whose page says he starred as Benton Fraser, for "who did the actor who starred as
+    Benton Fraser have a child with") and hold what the part asks for, ranked by the part's words
+    the one before does not state: what the next hop is asked (a child, not the actor). The first of
+    the name's findings that leads somewhere starts it; ``best`` when no finding states a name."""
+    asked, titles = set(content_terms(part)), {s["n"]: page_title(str(s.get("source") or "")) for s in sources}
+
+    def next_hop(first: Finding, rest: list[Finding]) -> Finding | None:
+        bridges = [set(content_terms(n)) for n in [*names(first.text), *(titles[n] for n in first.cites)]]
+        bridges = [b for b in bridges if b and not b <= asked]
+        rest = [f for f in rest if not set(f.cites) & set(first.cites) and any(b <= f.terms for b in bridges)]
+        terms = part_terms - first.terms
+        rest = [f for f in rest if answers(f.text, part)]
+        return min(rest, key=lambda f: _rank(f, terms, kinds, weights=weights), default=None)
+
     stating = {n: [f for f in pool if _states(f, n)] for n in named}
     rarest = sorted((n for n in named if stating[n]), key=lambda n: sum(_states(f, n) for f in found))
     starts = stating[rarest[0]][: MAX_HOPS + 1] if rarest else [best]
-    for start in starts:
-        chain = [start]
-        while len(chain) <= MAX_HOPS:
-            hop = _next_hop(chain[-1], [f for f in found if f not in chain], part, part_terms, kinds, weights, sources)
-            if hop is None:
-                break
+    for chain in ([start] for start in starts):
+        while len(chain) <= MAX_HOPS and (hop := next_hop(chain[-1], [f for f in found if f not in chain])):
             chain.append(hop)
         if len(chain) > 1:
             return chain
@@ -532,33 +543,6 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
 def page_title(source: str) -> str:
     """The title a file name or address gives, without its extension or disambiguation."""
     return re.sub(r"\s*\(.*?\)|\.\w+$", "", source.rsplit("/", 1)[-1])
-
-
-def _next_hop(
-    first: Finding,
-    pool: list[Finding],
-    part: str,
-    part_terms: set[str],
-    kinds: frozenset[str],
-    weights: dict[str, float],
-    sources: list[dict[str, Any]],
-) -> Finding | None:
-    """The answer one hop further than ``first``: the best finding of another source that names a
-    thing ``first`` names and the question does not (the bridge: "Paul Gross", whose page says he
-    starred as Benton Fraser, for "who did the actor who starred as Benton Fraser have a child with")
-    and holds what the part asks for, ranked by the part's words ``first`` does not state: what the
-    next hop is asked (a child, not the actor)."""
-    asked = set(content_terms(part))
-    given = [page_title(str(s.get("source") or "")) for s in sources if s["n"] in first.cites]
-    bridges = [t for t in (set(content_terms(n)) for n in [*names(first.text), *given]) if t and not t <= asked]
-    if not bridges:
-        return None
-    candidates = [
-        f
-        for f in pool
-        if not set(f.cites) & set(first.cites) and any(b <= f.terms for b in bridges) and answers(f.text, part)
-    ]
-    return min(candidates, key=lambda f: _rank(f, part_terms - first.terms, kinds, weights=weights), default=None)
 
 
 def unanswered(payload: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
