@@ -691,6 +691,23 @@ def test_two_sentences_on_the_subject_of_one_lead_are_quoted_with_it_once():
     ]
 
 
+def test_a_document_s_first_sentence_may_lean_on_its_title_but_no_later_sentence_may():
+    from deepresearch_dagster.core.heuristics.report import preceding_sentences
+
+    raw = (
+        "# Vell Fells\n\nIt is located entirely within the county of Harth, north of the Skarra estuary.\n\n"
+        "Walkers come from across the region.\n\nIt has three reservoirs, fed by the Vell.\n"
+    )
+    entry = _source(1, "1", "It is located entirely within the county of Harth, north of the Skarra estuary.")
+    entry["extraction"] = ["It has three reservoirs, fed by the Vell."]
+    payload = _answer_payload("In which county are the Vell Fells?", [])
+    payload["sources"] = [entry]
+    payload["preceding"] = preceding_sentences([entry], {entry["artifact_file"]: raw})
+    assert [f.text for f in findings(payload)] == [
+        "It is located entirely within the county of Harth, north of the Skarra estuary."
+    ]
+
+
 @pytest.mark.parametrize(
     "sentence", ["To address this, the Board is studying a second spillway.", "Second, the steel anchors corrode."]
 )

@@ -158,8 +158,9 @@ _MAIN_CLAUSE = re.compile(r",\s+(?!(?:and\s+|or\s+)?to\b)")
 _OUTLINE_NUMBER = re.compile(r"^\d+\.(?:\d+\.?)*\s+(?=[A-Z])")
 
 
-def usable(sentence: str) -> bool:
-    """Whether a sentence can be quoted on its own in a report."""
+def usable(sentence: str, opening: bool = False) -> bool:
+    """Whether a sentence can be quoted on its own in a report; an ``opening`` one (the first of its
+    document) may lean on the document's subject, which its citation's title names."""
     s = sentence.strip()
     if _title_like(s) and not _is_data_row(s):
         return False
@@ -179,10 +180,11 @@ def usable(sentence: str) -> bool:
         or not (s.lstrip("¡¿\"'“‘(")[:1].isupper() or s[:1].isdigit())
     ):
         return _is_data_row(s)
-    if _is_data_row(s) or (_fact_item(s) and not context_dependent(s)):
+    if _is_data_row(s) or (_fact_item(s) and (opening or not context_dependent(s))):
         return True
     # A pronoun or "these two worlds" needs the sentence before it (in a passage, the first's).
-    return not context_dependent((split_sentences(s) or [s])[0]) and not is_fragment(s) and not is_instruction(s)
+    leans = not opening and context_dependent((split_sentences(s) or [s])[0])
+    return not leans and not is_fragment(s) and not is_instruction(s)
 
 
 # "Off-Peak membership £46 per month (weekdays before 4pm)", "Lantern country sourdough (800 g): £5.20":
@@ -208,6 +210,11 @@ def _question_terms(question: str) -> set[str]:
     return topic_words(question) - ASPECT_WORDS
 
 
+# Headings before a document's first sentence: its title, a banner, its first passage's heading.
+_OPENING = re.compile(r"#(?!.*\[passage (?!1/)\d+/)")
+_SUBJECT_PRONOUN = re.compile(r"(?:it|he|she|they)\s", re.IGNORECASE)
+
+
 def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> dict[str, dict[str, str]]:
     """By artifact file, the sentence before each quoted sentence that leans on it, from the raw output
     and within its paragraph: "Its final cost was £4.2 million" reads alone only after "The main
@@ -223,9 +230,14 @@ def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> 
         # Compared as the compressor quoted them: without Markdown emphasis ("about **£4.2 million**").
         paragraphs = [" ".join(EMPHASIS.sub("", p).split()) for p in re.split(r"\n\s*\n", raw)]
         for q in leaning:
-            for paragraph in paragraphs:
+            for k, paragraph in enumerate(paragraphs):
                 at = paragraph.find(q.rstrip("."))  # a clause the compressor cut off ends in "." it lacks
                 before = split_sentences(paragraph[:at]) if at > 0 else []
+                if at == 0 and _SUBJECT_PRONOUN.match(q) and all(_OPENING.match(p) for p in paragraphs[:k] if p):
+                    # The document's first sentence, its subject a pronoun ("It is located in Cumbria"
+                    # under "# Lake District"): the document's own subject, which the title names.
+                    out.setdefault(name, {})[q] = ""
+                    break
                 if before:
                     # Sentences opening with the same pronoun continue one subject: "He was a two-time
                     # Pro Bowl selection" leans on "X (born 1977) is …" three sentences of "He …" back.
@@ -267,7 +279,7 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
                 if joined is None and usable(f"{lead} {sentence}"):
                     sentence, leading = f"{lead} {sentence}", (src["n"], lead)
             sentence = _OUTLINE_NUMBER.sub("", sentence, count=1)
-            if not usable(sentence) or PADDING.match(sentence):
+            if not usable(sentence, opening=lead == "") or PADDING.match(sentence):
                 continue
             terms = set(content_terms(sentence))
             own = step_terms.get(str(src["step_id"]), set())
