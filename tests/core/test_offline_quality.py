@@ -400,6 +400,9 @@ def test_demo_report_reads_as_an_answer():
     assert len(quoted) == len(set(quoted))  # no finding twice
     for sentence in quoted:
         assert usable(sentence), sentence
+    # The corpus's own statement of the main challenge, quoted with the sentence it leans on, also
+    # when a later step reads its document again.
+    assert "The distance between these two worlds is the main reason" in paragraphs[0]
     outputs = json.loads(ctx.store.read_text("tool_outputs.json"))
     gaps = outputs["critic_rounds"][-1]["verdict"]["gaps"] if outputs["critic_rounds"] else []
     assert ("named no open gaps" in md) == (not gaps)
@@ -683,9 +686,10 @@ def test_two_sentences_on_the_subject_of_one_lead_are_quoted_with_it_once():
     lead = "Mara Lind (born 1971) is a Danish actor who played in twelve seasons of Grey Harbour."
     raw = f"{lead} She studied in Aarhus and Oslo. She was a two-time winner of the Bodil Award.\n"
     entry = _source(1, "1", "She studied in Aarhus and Oslo. She was a two-time winner of the Bodil Award.")
+    again = {**entry, "artifact_file": "doc1_read_again.txt"}  # the same source read by a later step
     payload = _answer_payload("How many times did Mara Lind win the Bodil Award?", [])
-    payload["sources"] = [entry]
-    payload["preceding"] = preceding_sentences([entry], {entry["artifact_file"]: raw})
+    payload["sources"] = [entry, again]
+    payload["preceding"] = preceding_sentences([entry, again], {e["artifact_file"]: raw for e in (entry, again)})
     assert [f.text for f in findings(payload)] == [
         f"{lead} She studied in Aarhus and Oslo. She was a two-time winner of the Bodil Award."
     ]

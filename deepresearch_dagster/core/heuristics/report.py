@@ -273,8 +273,11 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
                 # subject ("He was a two-time Pro Bowl selection") joins the finding that quotes the
                 # lead already (a lead quoted twice would be a duplicate).
                 joined = led.get((src["n"], lead))
-                if joined is not None and any(f is joined for f in out) and usable(f"{joined.text} {sentence}"):
-                    joined.text, joined.terms = f"{joined.text} {sentence}", joined.terms | set(content_terms(sentence))
+                if joined is not None and any(f is joined for f in out):
+                    # (once: a second read of the same source repeats the sentence)
+                    if sentence not in joined.text and usable(f"{joined.text} {sentence}"):
+                        joined.text = f"{joined.text} {sentence}"
+                        joined.terms |= set(content_terms(sentence))
                     continue
                 if joined is None and usable(f"{lead} {sentence}"):
                     sentence, leading = f"{lead} {sentence}", (src["n"], lead)
