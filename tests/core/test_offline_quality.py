@@ -19,6 +19,7 @@ from deepresearch_dagster.core.heuristics.report import (
     CORROBORATED_INTRO,
     extractive_section,
     findings,
+    preceding_sentences,
     ranked_findings,
     reconcile_corroboration,
     usable,
@@ -660,18 +661,21 @@ def test_see_also_lists_run_into_a_sentence_are_cut_off():
     assert texts == ["The 1866 epidemic in East London killed 5,500 people."]
 
 
-def test_a_sentence_that_leans_on_the_one_before_is_quoted_with_it():
-    from deepresearch_dagster.core.heuristics.report import preceding_sentences
+def _read(question: str, raw: str, *entries: dict) -> dict:
+    """The report payload of ``entries``, each read from ``raw``, with the sentences they lean on."""
+    payload = _answer_payload(question, [])
+    payload["sources"] = list(entries)
+    payload["preceding"] = preceding_sentences(payload["sources"], {e["artifact_file"]: raw for e in entries})
+    return payload
 
+
+def test_a_sentence_that_leans_on_the_one_before_is_quoted_with_it():
     raw = (
         "## Cost and completion\n\nThe main drainage was opened in stages between 1865 and 1868. Its final cost "
         "is usually given as about **£4.2 million**, well above the £3 million authorised; the rest was separate.\n"
     )
     quoted = "Its final cost is usually given as about £4.2 million, well above the £3 million authorised."
-    entry = _source(1, "1", quoted)
-    payload = _answer_payload("What did the main drainage cost?", [])
-    payload["sources"] = [entry]
-    payload["preceding"] = preceding_sentences([entry], {entry["artifact_file"]: raw})
+    payload = _read("What did the main drainage cost?", raw, _source(1, "1", quoted))
     texts = [f.text for f in findings(payload)]
     assert texts == [
         "The main drainage was opened in stages between 1865 and 1868. Its final cost is usually given as about "
@@ -681,32 +685,24 @@ def test_a_sentence_that_leans_on_the_one_before_is_quoted_with_it():
 
 
 def test_two_sentences_on_the_subject_of_one_lead_are_quoted_with_it_once():
-    from deepresearch_dagster.core.heuristics.report import preceding_sentences
-
     lead = "Mara Lind (born 1971) is a Danish actor who played in twelve seasons of Grey Harbour."
     raw = f"{lead} She studied in Aarhus and Oslo. She was a two-time winner of the Bodil Award.\n"
     entry = _source(1, "1", "She studied in Aarhus and Oslo. She was a two-time winner of the Bodil Award.")
     again = {**entry, "artifact_file": "doc1_read_again.txt"}  # the same source read by a later step
-    payload = _answer_payload("How many times did Mara Lind win the Bodil Award?", [])
-    payload["sources"] = [entry, again]
-    payload["preceding"] = preceding_sentences([entry, again], {e["artifact_file"]: raw for e in (entry, again)})
+    payload = _read("How many times did Mara Lind win the Bodil Award?", raw, entry, again)
     assert [f.text for f in findings(payload)] == [
         f"{lead} She studied in Aarhus and Oslo. She was a two-time winner of the Bodil Award."
     ]
 
 
 def test_a_document_s_first_sentence_may_lean_on_its_title_but_no_later_sentence_may():
-    from deepresearch_dagster.core.heuristics.report import preceding_sentences
-
     raw = (
         "# Vell Fells\n\nIt is located entirely within the county of Harth, north of the Skarra estuary.\n\n"
         "Walkers come from across the region.\n\nIt has three reservoirs, fed by the Vell.\n"
     )
     entry = _source(1, "1", "It is located entirely within the county of Harth, north of the Skarra estuary.")
     entry["extraction"] = ["It has three reservoirs, fed by the Vell."]
-    payload = _answer_payload("In which county are the Vell Fells?", [])
-    payload["sources"] = [entry]
-    payload["preceding"] = preceding_sentences([entry], {entry["artifact_file"]: raw})
+    payload = _read("In which county are the Vell Fells?", raw, entry)
     assert [f.text for f in findings(payload)] == [
         "It is located entirely within the county of Harth, north of the Skarra estuary."
     ]
@@ -989,8 +985,6 @@ def test_a_sentence_only_seen_in_a_listing_ranks_after_one_read_in_its_source(li
 def test_a_listings_json_gives_no_sentence_to_lean_on():
     # A snippet entry is verified against its listing's JSON, which has no paragraphs: the text
     # before a quoted snippet there is the listing's fields, never a sentence to quote with it.
-    from deepresearch_dagster.core.heuristics.report import preceding_sentences
-
     snippet = "Barrier Device is a 2002 short film. It stars Sandra Oh as a sex researcher."
     raw = json.dumps({"query": "barrier device", "results": [{"path": "Barrier Device.txt", "snippet": snippet}]})
     entry = {**_source(1, "1", "", ["It stars Sandra Oh as a sex researcher."]), "artifact_file": "s.json"}

@@ -273,13 +273,13 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
                 # subject ("He was a two-time Pro Bowl selection") joins the finding that quotes the
                 # lead already (a lead quoted twice would be a duplicate).
                 joined = led.get((src["n"], lead))
-                if joined is not None and any(f is joined for f in out):
+                if joined is not None:
                     # (once: a second read of the same source repeats the sentence)
                     if sentence not in joined.text and usable(f"{joined.text} {sentence}"):
                         joined.text = f"{joined.text} {sentence}"
                         joined.terms |= set(content_terms(sentence))
                     continue
-                if joined is None and usable(f"{lead} {sentence}"):
+                if usable(f"{lead} {sentence}"):
                     sentence, leading = f"{lead} {sentence}", (src["n"], lead)
             sentence = _OUTLINE_NUMBER.sub("", sentence, count=1)
             if not usable(sentence, opening=lead == "") or PADDING.match(sentence):
@@ -418,14 +418,17 @@ def _chain(
     def next_hop(first: Finding, rest: list[Finding]) -> Finding | None:
         bridges = [set(content_terms(n)) for n in [*names(first.text), *(titles[n] for n in first.cites)]]
         bridges = [b for b in bridges if b and not b <= asked]
-        rest = [f for f in rest if not set(f.cites) & set(first.cites) and any(b <= f.terms for b in bridges)]
+        rest = [
+            f
+            for f in rest
+            if not set(f.cites) & set(first.cites) and any(b <= f.terms for b in bridges) and answers(f.text, part)
+        ]
         terms = part_terms - first.terms
-        rest = [f for f in rest if answers(f.text, part)]
         return min(rest, key=lambda f: _rank(f, terms, kinds, weights=weights), default=None)
 
     stating = {n: [f for f in pool if _states(f, n)] for n in named}
-    rarest = sorted((n for n in named if stating[n]), key=lambda n: sum(_states(f, n) for f in found))
-    starts = stating[rarest[0]][: MAX_HOPS + 1] if rarest else [best]
+    rarest = min((n for n in named if stating[n]), key=lambda n: sum(_states(f, n) for f in found), default=None)
+    starts = stating[rarest][: MAX_HOPS + 1] if rarest else [best]
     for chain in ([start] for start in starts):
         while len(chain) <= MAX_HOPS and (hop := next_hop(chain[-1], [f for f in found if f not in chain])):
             chain.append(hop)
