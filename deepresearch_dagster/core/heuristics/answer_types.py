@@ -1,10 +1,8 @@
 """What kind of answer a question part asks for, and whether a sentence has one.
 
-A classic question-answering cue: "When was X built" is answered by a date, "How large is X" by a
-measurement, "What did X cost" and "How is X funded" by money, "Who designed X" by a person's name,
-"What caused X" by a cause. Sharing words with the part is not enough to answer it: "Further
-reading: The Great Stink of London (1999)" shares three words with "What caused the Great Stink"
-and answers nothing. The report ranks the findings that carry the asked-for kind first.
+"When was X built" is answered by a date, "What did X cost" by money, "Who designed X" by a name. Sharing words is not
+enough: "Further reading: The Great Stink of London (1999)" shares three words with "What caused the Great Stink" and
+answers nothing. The report ranks the findings that carry the asked-for kind first.
 """
 
 from __future__ import annotations
@@ -15,10 +13,8 @@ from collections.abc import Callable, Iterable
 from ..text import MONTH, STOPWORDS, YEAR, content_terms
 from .terms import ASPECT_WORDS, names, topic_words
 
-# What an answer to a kind of sub-question talks about, whatever its topic: one asking for
-# *challenges* is answered by sentences about problems, costs and failures; one asking how they are
-# *addressed* by plans, pilot lines and targets. Generic English, not a topic's vocabulary: a weak
-# extra query for the compressor, the reporter and the critic (never evidence on its own).
+# What an answer to a kind of sub-question talks about, whatever its topic (*challenges*: problems, costs, failures).
+# Generic English, not a topic's vocabulary: a weak extra query for the compressor, reporter and critic, never evidence.
 _LEXICONS = [
     (
         re.compile(r"challeng|problem|obstacle|barrier|hurdle|difficult|issue|risk|limitation|drawback|weakness", re.I),
@@ -45,10 +41,9 @@ def aspect_terms(text: str) -> set[str]:
     return set().union(*(terms for trigger, terms in _ASPECTS if trigger.search(text)))
 
 
-# What a question's words ask for, in the words sources state it ("How tall is X" → "X's height is
-# …", "Why …" → "the causes of …"): searched with the question's content (``stated_as``). Dates,
-# names, counts and money are stated as values ("1858", "Joseph Bazalgette"), not as words: the
-# answer type scores them (``supplies``), and no query word would find them.
+# What a question's words ask for, in the words sources state it ("How tall is X" → "X's height is …"): searched with
+# the question's content (``stated_as``). Dates, names, counts and money are stated as values ("1858"), not words:
+# the answer type scores them (``supplies``), and no query word would find them.
 STATED_AS = dict(
     pair.split(":")
     for pair in "how large:size length capacity,how big:size,how tall:height,how high:height,how long:length "
@@ -67,8 +62,7 @@ def stated_as(text: str) -> list[str]:
     return [w for m in _ASKED_AS.finditer(text) for w in STATED_AS[" ".join(m.group(0).lower().split())].split()]
 
 
-# Units spelled out ("seven months", "two kilometres": a number in words before them counts too),
-# then their abbreviations.
+# Units spelled out ("seven months": a number in words before them counts too), then their abbreviations.
 _WORDED_UNIT = (
     r"(?:kilomet(?:re|er)s?|met(?:re|er)s?|miles?|feet|foot|inch(?:es)?|yards?|acres?|hectares?|square|cubic|"
     r"litres?|liters?|gallons?|tonnes?|tons?|kilograms?|pounds?|storeys?|stories|floors?|lanes?|seats?|beds?|"
@@ -86,8 +80,7 @@ _YEAR_ONLY = re.compile(rf"{YEAR}s?")
 
 
 def counts(sentence: str) -> bool:
-    """A number that counts something: not a year, an amount of money, a label ("Phase 1") or a
-    name's number ("Route 41"); a number in words counts too ("a two-time Pro Bowl selection")."""
+    """A number that counts: not a year, money, a label or a name's number ("Route 41"); numbers in words count too."""
     if re.search(rf"\b{NUMBER_WORD}\b", sentence, re.IGNORECASE):
         return True
     for m in _NUMBER.finditer(sentence):
@@ -95,8 +88,7 @@ def counts(sentence: str) -> bool:
             continue
         before = sentence[: m.start()].split()
         prev = before[-1].strip("(.,:;\"'") if before else ""
-        # A capitalized word before a number labels it ("Phase 1", "Route 41"), unless it opens the
-        # sentence as a function word ("About 40 people").
+        # A capitalized word labels the number after it ("Route 41"), unless it is a function word ("About 40 people").
         if prev[:1].isupper() and (len(before) > 1 or prev.lower() not in STOPWORDS):
             continue
         return True
@@ -107,15 +99,13 @@ def counts(sentence: str) -> bool:
 _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str] | Callable[[str], bool]]] = {
     "date": (
         re.compile(r"\b(?:when|(?:what|which)\s+(?:year|date|time)|since\s+when|how\s+long\s+ago)\b", re.I),
-        # a year from 1000 ("the conquest of 1066"), a month, a time of day ("3 a.m.")
-        # (not a quantity: "1897 MW")
+        # a year from 1000, a month or a time of day ("3 a.m."); not a quantity ("1897 MW")
         re.compile(rf"\b(?:1\d|20)\d\ds?\b(?!\s*{UNIT}\b)|\b{MONTH}\b|\b\d{{1,2}}(?::\d\d)?\s*[ap]\.?m\b", re.I),
     ),
     "measure": (
         # "How much heat did it deliver": a quantity of something; "how much did it cost" is money.
         re.compile(rf"{HOW_MEASURE.pattern}|\b(?:size|length)\b|\bhow\s+much\s+(?!{_NOT_QUANTITY}\b)[a-z]+", re.I),
-        # "2,150 square kilometres", or a table column's unit before its value ("heat delivered MWh: 18950")
-        # "seven months", "two years" (a number in words, before a unit no other word is spelled as)
+        # "2,150 km", a column's unit then its value ("MWh: 18950"), a number in words then a worded unit ("two years")
         re.compile(
             rf"\d[\d,.]*\s*(?:-\s*)?{UNIT}\b|\b{UNIT}\)?:\s*\d|\b(?:one|{NUMBER_WORD})[\s-]+{_WORDED_UNIT}\b", re.I
         ),
@@ -129,8 +119,7 @@ _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str] | Callable[[str], bool]
         re.compile(r"[£$€¥]\s?\d|\d[\d,.]*\s*(?:million|billion|bn|m)?\s*(?:pounds|dollars|euros|usd|gbp|eur)\b", re.I),
     ),
     "count": (re.compile(r"\bhow\s+many\b", re.I), counts),
-    # "Who won the contract": a person's or an organisation's name ("which company …" asks a name too: see
-    # ``answers``).
+    # "Who won the contract": a person's or organisation's name ("which company …" asks a name too: see ``answers``).
     "person": (
         re.compile(r"^\s*(?:and\s+)?who(?:m|se)?\b", re.I),
         # … supplied by a name of two words or more: "Dr Helen Okafor", "Nordhaven Dredging BV".
@@ -168,8 +157,7 @@ _ASKS_NAME = re.compile(r"\b(?:who|whom|whose|where|(?:what|which)(?:\s+(?!are\b
 
 
 def specific(part: str) -> bool:
-    """Whether a question part asks for one specific answer (a name, a place, a date, a number)
-    rather than an account ("What are the main challenges …", "Why …")."""
+    """Whether a part asks for one specific answer (a name, a place, a date, a number), not an account ("Why …")."""
     return bool(asked_kinds(part) - {"cause"}) or bool(_ASKS_NAME.search(part))
 
 
@@ -187,11 +175,9 @@ def answers(sentence: str, part: str) -> bool:
 
 
 def answered(part: str, sentences: Iterable[str]) -> str | None:
-    """The first of ``sentences`` that answers ``part``, or None: the one reading of "answered" that
-    the report's findings, Limitations and next steps and the critic's gaps share. A part that asks
-    for one specific thing (a date, a figure, a name) is answered by a sentence stating two of its
-    topic words (its one) and holding that kind of answer (``answers``); an account ("what are the
-    main challenges") by a sentence with a word of its aspect (a problem, a plan), else of its topic."""
+    """The first of ``sentences`` that answers ``part``, or None: the one reading of "answered" the report and the
+    critic share. A specific part (a date, a figure, a name) needs two of its topic words (its one) and that kind of
+    answer (``answers``); an account ("what are the main challenges") a word of its aspect, else of its topic."""
     own = topic_words(part) - ASPECT_WORDS - MEASURE_WORDS
     exact = specific(part)
     about = own if exact else aspect_terms(part) or own

@@ -1,12 +1,10 @@
 """The extractive compressor: question-focused BM25 over the output's own units; listings compacted.
 
-A tool output is cut into units — sentences, Markdown table rows (read with their header: "Round:
-Series B; Amount: $40M"), list items and records — after dropping the fetch header, code and
-non-English blocks. Units are scored with BM25 against the step (its title, description and
-queries) and the question's entity (the plan title). The summary quotes the three best units whole,
-the extraction the next best while the message fits its budget (``message_budget``); a short fact
-sheet's facts may fill more of it. Headings are context only; nothing under a SUPERSEDED heading is
-kept. Search listings become three short sentences, never larger than the listing.
+An output is cut into units (sentences, table rows read with their header: "Round: Series B; Amount: $40M", list items,
+records) after dropping the fetch header, code and non-English blocks, then scored against the step and the question's
+entity (the plan title). The summary quotes the three best units whole, the extraction the next best within
+``message_budget`` (a short fact sheet's facts may fill more). Headings are context only; nothing under a SUPERSEDED
+heading is kept. Search listings become three short sentences, never larger than the listing.
 """
 
 from __future__ import annotations
@@ -36,8 +34,7 @@ from .planning import DOCUMENT_GUIDANCE
 from .sentences import context_dependent, has_fact, is_fragment, looks_english, looks_like_code, named_entities
 from .terms import ASPECT_WORDS, EMPHASIS, INSTRUCTION_WORDS, LIST_MARKER, cap_words, names, topic_words
 
-# The size budget: the whole injected message (JSON keys, title, summary, extraction, artifact
-# file name) may take this share of the raw output (goal: ≥ 95 % reduction per call), at most
+# The whole injected message may take this share of the raw output (goal: ≥ 95 % reduction per call), at most
 # MAX_MESSAGE_TOKENS; a short fact sheet's facts may take FACT_RATIO of it (at most MAX_FACT_TOKENS).
 TARGET_RATIO = 0.05
 MAX_MESSAGE_TOKENS = 400
@@ -52,14 +49,12 @@ RELEVANT_FACT = 0.15
 MIN_RELEVANT_FACTS = 3
 DOCUMENT_TOOLS = {"read_document"}
 LONG_SHEET_RATIO = 0.2
-# Fixed costs, in estimated tokens: the empty message, an artifact file name ("…_fetch_url.txt")
-# and each extraction item's quotes and comma.
+# Fixed token costs: the empty message, an artifact file name ("…_fetch_url.txt"), each extraction item's quotes.
 JSON_TOKENS = 29
 ARTIFACT_TOKENS = 3
 ITEM_TOKENS = 3
 MAX_TITLE_TOKENS = 12
-# The contract's floor, whatever the budget: a title and three summary sentences of at most
-# MAX_SENTENCE_TOKENS each, plus the padding sentences that top up a summary short of three.
+# The contract's floor, whatever the budget: a title, three summary sentences of MAX_SENTENCE_TOKENS, padding.
 PADDING_TOKENS = 40
 SUMMARY_SENTENCES = 3
 SUMMARY_CANDIDATES = 8
@@ -146,9 +141,8 @@ def _compress_search(data: dict[str, Any], payload: dict[str, Any], raw: str) ->
     if not results:
         return _not_useful(f'The search for "{query}" returned no results.', payload["step_title"])
     raw_tokens = estimate_tokens(raw)
-    # The research team ranks and reads sources from the stored listing itself; memory keeps the
-    # gist: how many hits, the best one with its location, the titles of the next two, and the
-    # snippets that answer the step ("Normandy, a region in France").
+    # The research team ranks and reads sources from the stored listing; memory keeps the gist: the hit count, the best
+    # hit and its location, the next two titles, and snippets that answer the step ("Normandy, a region in France").
     answering = _answering_snippets(results, payload)
     for title_words, with_next in ((8, True), (6, True), (5, False), (3, False)):
         out = _listing_summary(query, results, title_words, with_next)
@@ -165,8 +159,8 @@ MAX_SNIPPETS = 2
 
 
 def _answering_snippets(results: list[dict[str, Any]], payload: dict[str, Any]) -> list[str]:
-    """The listing's snippets (at most ``MAX_SNIPPETS``, best first) that answer the step: on its topic
-    (a name it asks about, or two of its words), with the kind of answer it asks for, best first."""
+    """Up to ``MAX_SNIPPETS`` snippets, best first, that answer the step: on its topic (a name it asks about, or two
+    of its words) and with the kind of answer it asks for."""
     titles = {_norm(str(r.get("title") or "")) for r in results}
     snippets = list(dict.fromkeys(str(r.get("snippet") or "").strip() for r in results))
     units = [
@@ -179,7 +173,6 @@ def _answering_snippets(results: list[dict[str, Any]], payload: dict[str, Any]) 
     weights, step_topic, entity = _weighted_query(payload)
     keys = _key_names(payload)
     score = _scorer(units, weights, entity, payload["step_title"])
-    # A name the step asks about (or two of its words), and the kind of answer it asks for.
     useful = [
         (score(u), u.text)
         for u in units
@@ -282,8 +275,7 @@ def extract_units(raw: str) -> list[Unit]:
     heading: set[str] = set()
     header: list[str] | None = None
     seen: set[str] = set()
-    # Log entries, key: value blocks and diff changes are one unit each, read like a table row
-    # with its header.
+    # Log entries, key: value blocks and diff changes are one unit each, read like a table row with its header.
     records: dict[int, list[Any]] = {}
     for r in structured_records(lines):
         records.setdefault(r.start, []).append(r)
@@ -293,8 +285,7 @@ def extract_units(raw: str) -> list[Unit]:
         text = text.strip()
         n = len(words(text))
         if n > MAX_UNIT_WORDS and kind in ("sentence", "item"):
-            # An infobox or a list run into one line ("… Population Total 2,913,123 …"): read in
-            # windows of its own words, so the fact in it is found where it stands.
+            # An infobox run into one line ("… Population Total 2,913,123 …"): windows find the fact where it stands.
             start = end = 0
             for m in re.finditer(r"\S+", text):
                 if end and _json_tokens(text[start : m.end()]) > WINDOW_TOKENS:
@@ -385,13 +376,10 @@ def extract_units(raw: str) -> list[Unit]:
 
 
 def _weighted_query(payload: dict[str, Any]) -> tuple[dict[str, float], set[str], set[str]]:
-    """Query term weights; the step's topic terms; the question's entity terms.
-
-    Words of the step title weigh most, then its description and queries, then the plan title
-    (the question's entity). Words the step shares with the entity are discounted when the step
-    has words of its own: in a document about the entity they are everywhere and say nothing
-    about this step ("challenges" is the step; "solid-state batteries" is every sentence).
-    """
+    """Query term weights, the step's topic terms and the entity's terms. Step title words weigh most, then its
+    description and queries, then the plan title (the entity). Words the step shares with the entity are discounted
+    when the step has words of its own: in a document about the entity they are everywhere ("challenges" is the step;
+    "solid-state batteries" is every sentence)."""
     queries = " ".join(str(q) for q in payload.get("queries") or [])
     title = topic_words(payload["step_title"])
     description = str(payload.get("step_description", "")).replace(DOCUMENT_GUIDANCE, "")
@@ -406,8 +394,7 @@ def _weighted_query(payload: dict[str, Any]) -> tuple[dict[str, float], set[str]
     weights: dict[str, float] = {t: 1.0 for t in title} | {t: 0.7 for t in described}
     for t in entity:
         weights[t] = 0.35 if t in step_topic and own else weights.get(t, 0.4)
-    # A step asking for challenges is answered by sentences about problems and costs: generic
-    # answer words as an extra query (they never make an output useful on their own).
+    # Generic answer words as a weak extra query ("challenges" → problems, costs): never enough on their own.
     for text, weight in ((payload["step_title"], 0.6), (payload.get("step_description", ""), 0.3)):
         for t in aspect_terms(text) - INSTRUCTION_WORDS:
             weights.setdefault(t, weight)
@@ -415,11 +402,9 @@ def _weighted_query(payload: dict[str, Any]) -> tuple[dict[str, float], set[str]
 
 
 def _scorer(units: list[Unit], weights: dict[str, float], entity: set[str] | None = None, asked: str = "") -> Any:
-    """BM25 of a unit against the weighted query, with the statistics of the output's ``units``.
-
-    The entity's words count as one concept (the best of them plus a fifth of the rest):
-    "solid-state batteries" is one match, not three. A unit holding the kind of answer the step
-    ``asked`` for (a name it does not give, a date, a figure) scores ``ANSWER_BONUS`` more."""
+    """BM25 of a unit against the weighted query, with the statistics of ``units``. The entity's words count as one
+    concept (the best plus a fifth of the rest): "solid-state batteries" is one match, not three. A unit holding the
+    kind of answer ``asked`` for (a name it does not give, a date, a figure) scores ``ANSWER_BONUS`` more."""
     entity = entity or set()
     topic = (topic_words(asked) - ASPECT_WORDS) | entity
     before = {v.pos + 1: v for v in units}
@@ -456,8 +441,7 @@ def _scorer(units: list[Unit], weights: dict[str, float], entity: set[str] | Non
             if u.kind == "sentence":
                 lead = before.get(u.pos)
                 if context_dependent(u.text):
-                    # Quoted out of its paragraph it reads as a riddle, unless the sentence before it
-                    # stands alone: the report quotes the two together.
+                    # A riddle out of its paragraph, unless the sentence before stands alone (the report quotes both).
                     alone = lead and lead.block == u.block and not context_dependent(lead.text)
                     s *= 0.8 if alone else 0.5
                 elif is_fragment(u.text):
@@ -492,7 +476,6 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
         if u.kind == "row" and scores[i] > 0 and _TOTAL_ROW.match(u.text):
             scores[i] = max(scores[i], 0.5 * best_score)
     all_terms = {t for u in units for t in u.terms}
-    # The unit among the ten best that shares the most words with the step or the entity.
     top = sorted(range(len(units)), key=lambda i: (-scores[i], i))[:10]
     best = max(top, key=lambda i: (len((step_topic | entity) & set(units[i].terms)), scores[i]))
     best_matches = {t for t in step_topic | entity if t in units[best].terms}
@@ -505,25 +488,21 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     about_entity = bool(core) and (
         core <= source_terms or (entity_units >= 2 and len(core & all_terms) >= 0.6 * len(core))
     )
-    # Two words of the step in one unit, a fifth of the step's words in the output, and (when the
-    # question names an entity) half of the entity's words or three step words in that unit: a
-    # page sharing only "manufacturers" and "addresses" with the step is not about it.
+    # Two step words in one unit, a fifth of the step's words overall, and (if the question names an entity) half its
+    # words or three step words in that unit: a page sharing only "manufacturers" and "addresses" is not about it.
     entity_cov = len(entity & all_terms) / len(entity) if entity else 1.0
     on_topic = len(best_matches) >= 2 and coverage >= 0.2 and (entity_cov >= 0.5 or len(best_matches) >= 3)
     if own_document and not on_topic and entity_cov >= 0.5:
-        # A document of the user's own that answers several of the step's asks in separate rows
-        # ("Active members: 21,400", "Average monthly churn: 3.1%") is on topic too.
+        # An own document answering several asks in separate rows ("Average monthly churn: 3.1%") is on topic too.
         asked = topic_words(step_title) - entity
         answered = {t for i, u in enumerate(units) if scores[i] > 0 and _fact_unit(u) for t in asked & set(u.terms)}
         on_topic = len(answered) >= 2 and coverage >= 0.2
-    # A document titled after the step's topic ("Leadership team" for "Leadership and governance")
-    # that states facts answers it, whatever words its rows use.
-    # Not the planner's generic section names ("Limitations and outlook" vs "… — Outlook").
-    # Only the step's title counts here: its description is the planner's template text.
+    # A document titled after the step's topic ("Leadership team" for "Leadership and governance") that states facts
+    # answers it, whatever words its rows use. Only the step's title counts (its description is template text), and
+    # not the planner's generic section names ("Limitations and outlook" vs "… — Outlook").
     title_topic = topic_words(step_title) - entity
     if own_document:
-        # A document of the user's own named after a word the step searches for ("headcount" for
-        # "how big the team is"): its rows repeat that word in every line, so BM25 gives it ~0.
+        # An own document named after a searched word ("headcount"): every row repeats it, so BM25 gives it ~0.
         searched = " ".join(re.findall(r"'([^']+)'", str(payload.get("step_description", ""))))
         title_topic |= topic_words(searched) - entity - ASPECT_WORDS
     titled = bool(title_topic & source_terms) and any(_fact_unit(u) for u in units)
@@ -534,8 +513,7 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     named = any(k <= set(u.terms) for k in _key_names(payload) for u in units)
     subject = set(content_terms(re.sub(r"\(.*?\)", "", payload.get("source_title") or "")))
     named = named or (bool(subject) and subject <= set(content_terms(step_title)))
-    # Records whose fields name what the step asks about ("Commit:" entries for "the last three
-    # commits") answer it, whatever words their values use.
+    # Records whose fields name what the step asks about ("Commit:" for "the last three commits") answer it.
     typed = any((step_topic | entity) & u.keys for u in units)
     if not (on_topic or about_entity or titled or named or typed) or scores[best] <= 0:
         return _not_useful("The output does not address the step's topic.", step_title)
@@ -549,9 +527,8 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     title_key = _norm(titled_as)
     ranked = [i for i in ranked if not title_key or _norm(units[i].text) != title_key]
     if typed:
-        # A listing's order is its tool's ranking (a log newest first, results best first): its
-        # first entries of the asked type lead, as a search listing's best match does; the
-        # entries whose values match the step follow.
+        # A listing's order is its tool's ranking (a log newest first): its first entries of the asked type lead, as
+        # a search listing's best match does; entries whose values match the step follow.
         first = [i for i in ranked if units[i].keys & (step_topic | entity)]
         first = sorted(first)[:SUMMARY_SENTENCES]
         ranked = first + [i for i in ranked if i not in first]
@@ -567,7 +544,6 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
             eligible.append(i)
     # Nothing short enough: the best unit all the same (a page whose one sentence answers is quoted).
     eligible = eligible or ranked[:1]
-    # The summary: the best units (one about none of the step's or the question's words scores half).
     summary_idx = eligible[:SUMMARY_SENTENCES]
     source_title = titled_as or units[0].text
     titles = _titles(source_title)
@@ -576,23 +552,18 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     padding = _padding(source_title, raw)
     if not all(_fits_summary(units[i].text) for i in summary_idx):  # a unit over the floor's share: short padding
         padding.sort(key=_json_tokens)
-    # Odd punctuation can make two picked sentences read back as one; top up until the joined
-    # summary counts 3 sentences by the schema's own rule.
+    # Odd punctuation can make two picked sentences read back as one: top up to 3 by the schema's own count.
     while count_sentences(" ".join(summary_sents)) < SUMMARY_SENTENCES and padding:
         summary_sents.append(padding.pop(0))
     if count_sentences(" ".join(summary_sents)) > 10:
-        # Whole sentences by the schema's own rule: dropping whole units could leave none (one
-        # unit of "0. 0. 0. …" reads as more than ten).
+        # By the schema's own rule: dropping whole units could leave none (one unit of "0. 0. 0. …" reads as ten).
         summary_sents = split_sentences(" ".join(summary_sents))[:10]
-    # The longest title (up to 12 words) that still fits the budget.
     title = next((t for t in reversed(titles) if _message_tokens(t, summary_sents, []) <= budget), titles[0])
     used = _message_tokens(title, summary_sents, [])
-    # Fact-bearing units that match the step (table rows and bullets with figures, dates, names)
-    # may use a larger, still bounded share: a short fact sheet is mostly its facts.
-    # A longer document of the user's own qualifies too when several of its rows and items beyond
-    # the summary match the step (a board pack's liquidity table and KPI bullets): its size says
-    # nothing about how much of it answers. Web pages keep the plain budget, and figures in prose
-    # do not make a fact sheet (a page whose answer is one passage has none left over).
+    # Fact units matching the step (rows and bullets with figures, dates, names) may use a larger, bounded share: a
+    # short fact sheet is mostly its facts. So may a longer own document when several rows and items beyond the summary
+    # match (a board pack's KPI bullets): its size says nothing about how much of it answers. Web pages keep the plain
+    # budget; figures in prose make no fact sheet (a page whose answer is one passage has none left over).
     relevant_facts = sum(
         1
         for i in ranked
@@ -604,12 +575,10 @@ def _compress_text(raw: str, payload: dict[str, Any]) -> dict[str, Any]:
     fact_sheet = short or (own_document and relevant_facts >= MIN_RELEVANT_FACTS)
     fact_budget = message_budget(raw_tokens, fact_sheet=True) if fact_sheet else budget
     if fact_sheet and not short:
-        # A long document keeps at most a fifth of its length: its summary and the rows and items
-        # that answer, not a page of its prose.
+        # A long document keeps at most a fifth of its length: its answering rows and items, not a page of prose.
         fact_budget = min(fact_budget, max(budget, int(LONG_SHEET_RATIO * raw_tokens)))
-    # Then the document's other facts in reading order: the researcher read this document for the
-    # step, and a fact sheet's rows rarely repeat the step's words ("KPI: On-time rate; 2025: 96%").
-    # Only in a short document (a fact sheet, a passage): a long page's stray figures stay on disk.
+    # Then a short document's other facts in reading order: the researcher read it for the step, and its rows rarely
+    # repeat the step's words ("KPI: On-time rate; 2025: 96%"). A long page's stray figures stay on disk.
     rest = [i for i, u in enumerate(units) if short and scores[i] <= 0 and _fact_unit(u) and _norm(u.text) != title_key]
     said = _norm(" ".join(summary_sents))
     extraction_idx: list[int] = []
@@ -653,7 +622,6 @@ def message_budget(raw_tokens: int, fact_sheet: bool = False) -> int:
     the floor's summary, never making the message larger than the sheet (``FLOOR_TOKENS`` overrides)."""
     budget = min(MAX_MESSAGE_TOKENS, int(TARGET_RATIO * raw_tokens))
     if fact_sheet:
-        # Its facts come on top of the floor's summary, as long as the message stays below the raw output.
         budget = max(budget, min(raw_tokens, FLOOR_TOKENS + min(MAX_FACT_TOKENS, int(FACT_RATIO * raw_tokens))))
     return budget
 

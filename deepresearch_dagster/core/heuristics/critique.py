@@ -21,18 +21,14 @@ def critique_heuristically(payload: dict[str, Any]) -> dict[str, Any]:
     the plan steps with a source, and the bridges not yet followed."""
     question = payload["question"]
     memory = payload.get("memory", [])
-    # A part of the question that no source answers with the kind of answer it asks for ("when was
-    # the contract awarded" and no date about it) is a gap, however many of its words are covered.
+    # A part no source answers with the kind of answer it asks for is a gap, whatever words it covers.
     sources = [{**m, "n": i + 1, "extraction": m.get("extraction", [])} for i, m in enumerate(memory)]
     parts = parts_of(question)
-    # The report's own reading of what is answered (``answered``), so it never quotes a finding for
-    # a part or a step that a gap says nothing answers.
-    read = {"question": question, "plan": payload["plan"], "sources": sources}
-    unanswered_parts, uncovered = unanswered(read)
+    # The report's own reading of "answered": no gap for a part or step the report quotes an answer to.
+    unanswered_parts, uncovered = unanswered({"question": question, "plan": payload["plan"], "sources": sources})
     coverage = 1 - len(unanswered_parts) / len(parts)
-    # The best evidence names something the question does not (the bridge): the answer may be one
-    # hop further, on that thing's own page. Until it is followed, the research is not sufficient.
-    # … for a question (not a listed brief) of one or two parts asking for one specific answer.
+    # The best evidence names something the question does not (the bridge): the answer may be on that
+    # thing's own page. Until it is followed, a factoid question (not a listed brief) is not answered.
     factoid = enumerated_parts(question) is None and len(parts) <= 2 and any(specific(p) for p in parts)
     searched = {q.lower() for s in all_steps(payload["plan"]) for q in s.get("queries") or []}
     hops = (unvisited(question, payload["plan"], memory) + bridges(question, memory, searched))[:MAX_BRIDGES]
@@ -100,8 +96,8 @@ def _least_stated(terms: list[str], df: Counter[str]) -> list[str]:
 
 
 def unvisited(question: str, plan: dict[str, Any], memory: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    """``(name, "", name)`` for the question's names that were neither searched on their own (a query
-    of the name and at most three other words) nor read on a page about them."""
+    """``(name, "", name)`` for the question's names neither searched on their own (with at most three
+    other words) nor read on a page about them."""
     queries = [set(content_terms(q)) for s in plan.get("steps", []) for q in s.get("queries") or []]
     pages = [set(content_terms(f"{m['source']} {m.get('summary_title', '')}")) for m in memory if m.get("source")]
     named = [(name, set(content_terms(name))) for name in searchable_names(question)]
@@ -115,12 +111,11 @@ def bridges(
     """``(name, source, query)`` for the names the best evidence for ``question`` gives that the
     question does not: what the answer is about when it lies one hop further (the bridge).
 
-    Evidence sentences rank by the question's names they state whole, then by the question's terms,
-    each weighted by its inverse frequency among them. The best source's new names are the
-    candidates, nearest to the question's relation words (its words outside its names) first:
-    "'Maximum Overdrive' (1986)" for "the film shot in Leland in 1986". When the best candidate's
-    own page was read, its sentences are the next hop. The query is the name and the question's
-    words that the hop's source does not state, those the evidence states least first."""
+    Evidence sentences rank by the question's names they state whole, then by its terms (inverse
+    frequency weights). The best source's new names are the candidates, nearest to the question's
+    relation words (its words outside its names) first. When a candidate's own page was read, its
+    sentences are the next hop. The query is the name and the question's words the hop's source
+    does not state, those the evidence states least first."""
     sentences = [
         (s, str(m["source"]))
         for m in memory
@@ -187,9 +182,8 @@ def bridges(
         query = " ".join(_least_stated(unmatched, df))
         beyond = {n: [x for x in sentences if x[1] != source and _titled(n, about[x[1]])] for n in candidates}
         open_ = [n for n in candidates if not beyond[n]]
-        # The nearest name alone, then the others in one query: the nearest is often not the bridge
-        # ("historical figures of X" beside "based on the story of Y"), and term weighting over the
-        # corpus ranks first the page of whichever name also states the question's unmatched words.
+        # The nearest name alone, then the others in one query: the nearest is often not the bridge, and
+        # term weighting ranks first the page of whichever name also states the question's other words.
         unfollowed = [(n, source, f"{n} {query}".strip()) for n in open_[:1]]
         if pool := open_[1 : POOLED + 1]:
             once = dict.fromkeys(f"{' '.join(pool)} {query}".split())  # each word once

@@ -1,16 +1,10 @@
 """The heuristic planner: any question shape → one step per requested part.
 
-Shapes, tried in this order:
-
-* **enumerated parts** — "(1) … (2) …", "1. … 2. …", "(a) …", bullet lines: one step per part;
-* **comparisons** — "Compare A and B on x, y", "A vs B": one step per aspect (or per entity);
-* **imperative requests** — "Prepare a brief on <entity>'s x, y and z": the instruction
-  ("prepare a brief on", "be specific", "cite your sources") is dropped, the listed parts remain;
-* **entity-centric** — "Acme Robotics", "Tell me about Acme Robotics": overview, figures, risks;
-* **questions** — background, one step per sub-question, limitations/outlook (the original plan).
-
-Step titles name the part's topic and queries combine the entity with the part: never instruction
-verbs such as "prepare", "write" or "be specific".
+Shapes, tried in order: enumerated parts ("(1) … (2) …", bullet lines); comparisons ("Compare A and B on x, y": one
+step per aspect or entity); imperative requests ("Prepare a brief on <entity>'s x, y and z": the instruction is dropped,
+the listed parts remain); entity-centric ("Tell me about Acme Robotics": overview, figures, risks); questions
+(background, one step per sub-question, limitations/outlook). Step titles name the part's topic and queries combine the
+entity with the part, never instruction verbs ("prepare", "be specific").
 """
 
 from __future__ import annotations
@@ -150,8 +144,7 @@ def entity_of(text: str) -> str:
     head = re.sub(r"(?:'s|’s)$", "", head.strip())
     # "We're weighing an investment in Brightfurrow": a lone capitalized first word is grammar.
     named = names(head) or names(head, fragment=True)
-    # "… a stake in Brackenfold Veterinary Group (the Leeds-based vet group)": the name an
-    # appositive describes is the subject, not an earlier one ("the Project Heron process").
+    # The name an appositive describes is the subject ("Brackenfold Veterinary Group (the Leeds-based vet group)").
     described = re.match(r"\s*(?:,|\(|—|–)\s*(?:the|a|an)\s", text[len(head) :])
     if named and described and head.rstrip(" .'’s").endswith(named[-1]):
         return named[-1]
@@ -261,8 +254,7 @@ def _step_for_part(part: str, entity: str) -> tuple[str, str, list[str]]:
     return part_title(part), description, queries
 
 
-# How to read documents for a step: guidance for a model researcher, not the step's topic (the
-# extractive compressor leaves these words out of the step's terms).
+# Guidance for a model researcher on reading documents, not the step's topic (the compressor drops these words).
 DOCUMENT_GUIDANCE = (
     "extract the exact numbers, dates, names and table rows that answer it; prefer current documents over "
     "superseded ones."
@@ -274,8 +266,7 @@ def _title(deliverable: str | None, entity: str, fallback: str) -> str:
     if not entity:
         return cap_words(sentence_case(fallback), 16)
     if not deliverable or (deliverable not in NOUN_DELIVERABLES and " " not in deliverable.strip()):
-        # "Where does Acme stand…? I need a briefing for a lender" / "Summarise Acme for our board":
-        # the deliverable named anywhere, else an overview of the entity.
+        # "Summarise Acme for our board": the deliverable named anywhere in the request, else an overview.
         named = re.search(rf"\b({'|'.join(sorted(NOUN_DELIVERABLES))})\b", fallback, re.IGNORECASE)
         deliverable = named.group(1).lower() if named else "overview"
     return cap_words(
@@ -397,8 +388,7 @@ def content_query(*texts: str) -> str:
 
 
 def searchable_names(text: str) -> list[str]:
-    """The names of ``text`` that make a search of their own (no word twice, more than 3 letters:
-    "UK" is too short to search alone)."""
+    """The names of ``text`` that make a search of their own (no word twice, over 3 letters: "UK" is too short)."""
     return [" ".join(dict.fromkeys(n.split())) for n in names(text) if len(re.sub(r"\W", "", n)) > 3]
 
 
@@ -428,9 +418,8 @@ def _question_plan(question: str, max_steps: int, title: str | None = None) -> d
     return {"plan_title": title or _question_title(question), "steps": steps}
 
 
-# Leads whose remainder names what is asked about: "What are the risks of X" → "The risks of X",
-# "Explain how …" → "How …". Any other lead governs what follows ("Who wrote …", "How much does …",
-# "Why is the sky blue"): cut, it would leave a title that starts mid-phrase.
+# Leads whose remainder names the topic ("What are the risks of X" → "The risks of X"). Any other lead governs what
+# follows ("Who wrote …"): cut, it would leave a title that starts mid-phrase.
 TITLE_LEAD = re.compile(
     r"^(?:(?:what|who)\s+(?:is|are|was|were)|explain|describe|compare|tell\s+me\s+about|give\s+me)\b[\s,]*",
     re.IGNORECASE,
@@ -438,9 +427,8 @@ TITLE_LEAD = re.compile(
 
 
 def _question_title(question: str) -> str:
-    """A question's plan title: without its lead when what is left names the topic (``TITLE_LEAD``);
-    else the question's own words up to 16, ended at a part boundary (no "Caused the Great Stink of
-    1858, …", "The Tunnel built" or "Much does the lantern weigh")."""
+    """A question's plan title: without its lead when the rest names the topic (``TITLE_LEAD``), else its own words
+    up to 16, ended at a part boundary (no "Much does the lantern weigh")."""
     text = question.rstrip("?. ").strip()
     stripped = TITLE_LEAD.sub("", text).strip()
     fragment = COPULA_LEAD.match(text) and PARTICIPLE_END.search(text)

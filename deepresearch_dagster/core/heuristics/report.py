@@ -93,10 +93,8 @@ class Finding:
     also: list[Finding] = field(default_factory=list)
 
     def quoted(self, close: bool = False) -> str:
-        """The finding as the report quotes it: every sentence followed by its citations. A passage
-        of several sentences ("X opened in 1865. Its final cost was £4.2 million.") cites its source
-        after each one, and an extra citation only after the sentences its merged sentence states
-        (after the one closest to it when none does), so no sentence is left uncited."""
+        """The finding as the report quotes it: each sentence followed by its source, and an extra
+        citation after the sentences its merged sentence states (else the closest): none left uncited."""
         text = closed(self.text) if close else self.text
         sentences = split_sentences(text)
         cites: list[list[int]] = [[self.cites[0]] for _ in sentences]
@@ -234,13 +232,12 @@ def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> 
                 at = paragraph.find(q.rstrip("."))  # a clause the compressor cut off ends in "." it lacks
                 before = split_sentences(paragraph[:at]) if at > 0 else []
                 if at == 0 and _SUBJECT_PRONOUN.match(q) and all(_OPENING.match(p) for p in paragraphs[:k] if p):
-                    # The document's first sentence, its subject a pronoun ("It is located in Cumbria"
-                    # under "# Lake District"): the document's own subject, which the title names.
+                    # The document's first sentence, its subject a pronoun: the subject its title names.
                     out.setdefault(name, {})[q] = ""
                     break
                 if before:
-                    # Sentences opening with the same pronoun continue one subject: "He was a two-time
-                    # Pro Bowl selection" leans on "X (born 1977) is …" three sentences of "He …" back.
+                    # Sentences opening with the same pronoun continue one subject: "He …" leans on the
+                    # "X (born 1977) is …" three sentences of "He …" back.
                     k = len(before)
                     while k > 1 and before[k - 1].split()[:1] == q.split()[:1]:
                         k -= 1
@@ -269,12 +266,10 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
             order += 1
             lead, leading = before.get(sentence), None
             if lead and context_dependent(sentence):
-                # "It lent £88m" with the sentence it continues; a second sentence on the same
-                # subject ("He was a two-time Pro Bowl selection") joins the finding that quotes the
-                # lead already (a lead quoted twice would be a duplicate).
+                # "It lent £88m" with the sentence it continues; a second sentence on the same subject
+                # joins the finding that quotes the lead already, once (a second read repeats it).
                 joined = led.get((src["n"], lead))
                 if joined is not None:
-                    # (once: a second read of the same source repeats the sentence)
                     if sentence not in joined.text and usable(f"{joined.text} {sentence}"):
                         joined.text = f"{joined.text} {sentence}"
                         joined.terms |= set(content_terms(sentence))
@@ -307,10 +302,9 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
             out.append(Finding(sentence, terms, [src["n"]], str(src["step_id"]), order, listed=bool(src.get("listed"))))
             if leading:
                 led[leading] = out[-1]
-    # A finding another one holds is one finding, the fuller: a sentence also quoted with the one
-    # before it ("X opened in 1968." and "X opened in 1968. At 112 metres it …"), or the same dated
-    # or figured fact with a detail added ("The bridge opened on 21 November 2022." and "21 November
-    # 2022 – New bridge opens, 219 days late.").
+    # A finding another one holds is one finding, the fuller: a sentence also quoted with the one before
+    # it, or the same dated or figured fact with a detail added ("The bridge opened on 21 November
+    # 2022." and "21 November 2022 – New bridge opens, 219 days late.").
     kept: list[Finding] = []
     for f in sorted(out, key=lambda f: (-len(figures(f.text)), -len(f.text))):
         fuller = next((g for g in kept if _holds(g, f)), None)
@@ -405,14 +399,12 @@ def _chain(
     weights: dict[str, float],
     sources: list[dict[str, Any]],
 ) -> list[Finding]:
-    """The findings that lead from the question to its answer: the first hop, a finding (the best
-    ranked of ``pool``) that states the question's rarest name ("Pocahontas Mounds … in Hinds County,
-    Mississippi", not a sentence on the United States), then up to ``MAX_HOPS`` findings, each of
-    another source, that name a thing the one before names and the question does not (the bridge:
-    "Paul Gross", whose page says he starred as Benton Fraser, for "who did the actor who starred as
-    Benton Fraser have a child with") and hold what the part asks for, ranked by the part's words
-    the one before does not state: what the next hop is asked (a child, not the actor). The first of
-    the name's findings that leads somewhere starts it; ``best`` when no finding states a name."""
+    """The findings that lead from the question to its answer: the best ranked of ``pool`` stating the
+    question's rarest name, then up to ``MAX_HOPS`` findings of other sources that name a thing the one
+    before names and the question does not (the bridge: "Paul Gross" for "who did the actor who starred
+    as Benton Fraser have a child with") and hold what the part asks for, ranked by the part's words the
+    one before does not state (a child, not the actor). The first of the name's findings that leads
+    somewhere starts it; ``best`` when no finding states a name."""
     asked, titles = set(content_terms(part)), {s["n"]: page_title(str(s.get("source") or "")) for s in sources}
 
     def next_hop(first: Finding, rest: list[Finding]) -> Finding | None:
@@ -484,8 +476,8 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
         part_terms = own[k] | aspects
         # The step that asks this part: its findings rank higher (HOME_WEIGHT).
         home = max(steps, key=lambda s: len(part_terms & set(content_terms(s["title"]))), default={"step_id": ""})
-        # Candidates share a word that this part asks about and the others do not (the
-        # expansion of "caused" into "because", "due" only ranks them).
+        home_id = str(home["step_id"])
+        # Candidates share a word this part asks about and the others do not ("because" only ranks).
         others = set().union(*(terms for i, terms in enumerate(own) if i != k))
         distinctive = own[k] - others or own[k] or part_terms
         kinds = frozenset(asked[k])
@@ -498,7 +490,6 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
             for f in found
             if f.terms & distinctive or (kinds and f.terms & answer_terms and supplies(f.text, set(kinds)))
         ]
-        home_id = str(home["step_id"])
         stress = frozenset(own[k] - others - subject)
         # The part's own words say more than the generic words of its aspect ("causes", "due").
         mine = {t: w * (0.5 if t in aspects - own[k] else 1.0) for t, w in weights.items()}
@@ -506,12 +497,9 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
         limit = MAX_SUMMARY_PER_PART if len(parts) > 1 else 2 * MAX_SUMMARY_PER_PART
         # The same figure in other words ("£18.6m", "£18.6 million") is stated once in the summary.
         pool = [f for f in pool if id(f) in used or not _repeats(f, stated)]
-        # A part that asks for a kind of answer (a date, a size, money) quotes beyond its best finding
-        # only findings of that kind: the rest are left to the parts that ask for them.
-        # A part asking for an aspect ("the main challenges", "how are they addressing them") is
-        # answered by sentences about that aspect (a problem, a plan), not by any sentence that
-        # names the topic.
-        # … and one asking where, or which thing, by a name it does not give.
+        # Beyond its best finding a part quotes only findings of the kind it asks for (a date, money),
+        # of the aspect it asks about (a problem, a plan: not any sentence naming the topic), or with
+        # a name it does not give when it asks where or which thing; the rest are for other parts.
         hits = (
             [f for f in pool if supplies(f.text, set(kinds))]
             if kinds
@@ -588,9 +576,7 @@ def _repeats(f: Finding, stated: set[str]) -> bool:
     """Whether ``f`` mostly restates figures already stated ("£18.6m" after "£18.6 million"); a
     table row sharing a column's value or two with another row ("homes connected: 1150") does not."""
     key = key_figures(f.text)
-    if not key:
-        return False
-    return key <= stated if _is_data_row(f.text) else 2 * len(key & stated) >= len(key)
+    return bool(key) and (key <= stated if _is_data_row(f.text) else 2 * len(key & stated) >= len(key))
 
 
 def _same_subject(a: set[str], b: set[str]) -> bool:
@@ -608,8 +594,7 @@ def _exec_summary(payload: dict[str, Any]) -> str:
         return NO_FINDINGS  # a notice, not a claim: nothing to cite
     paragraphs: list[str] = []
     for asked, picked in (answer for answer in _answers(payload) if answer[1]):
-        # The part itself as the paragraph's lead: "What did the tunnel cost?" reads; a lead with its
-        # question words cut ("Large is the tunnel") does not.
+        # The part itself as the paragraph's lead, question words and all ("Large is the tunnel" reads not).
         lead = " ".join(sentence_case(part) + ("?" if _ASKS.match(part) else ".") for part in asked)
         # Run together in a paragraph, a data row needs its full stop to stay a sentence of its own.
         paragraphs.append(f"**{lead}** " + " ".join(f.quoted(close=True) for f in picked))
@@ -636,10 +621,8 @@ def _key_findings(payload: dict[str, Any]) -> str:
 
 
 def corroborated(payload: dict[str, Any]) -> list[list[Finding]]:
-    """Facts stated by two or more independent sources: a finding whose wording verifies against
-    each of them, or findings of different sources that give the same figure about the same thing
-    ("… in the sum of £41.2 million" [1], "Revised budget (£m): 41.2" [3]), each quoted with its
-    own citation."""
+    """Facts stated by two or more independent sources: a finding whose wording verifies against each,
+    or findings of different sources giving the same figure about the same thing, each with its citation."""
     found = findings(payload)
     groups = [[f] for f in found if len(f.cites) >= 2]
     grouped = {id(f) for group in groups for f in group}
@@ -649,13 +632,10 @@ def corroborated(payload: dict[str, Any]) -> list[list[Finding]]:
         cited = set(f.cites)
         group = [f]
         for g in [*f.also, *found]:
-            if (
-                id(g) not in grouped
-                and g is not f
-                and not cited & set(g.cites)
-                and same_figure(f.text, g.text)
-                and _same_subject(f.terms, g.terms)  # "1,000 cycles" and "1,000 ohm" are two facts
-            ):
+            # The same figure about the same subject ("1,000 cycles" and "1,000 ohm" are two facts)
+            # from another source (so never ``f`` itself).
+            independent = id(g) not in grouped and not cited & set(g.cites)
+            if independent and same_figure(f.text, g.text) and _same_subject(f.terms, g.terms):
                 group.append(g)
                 cited |= set(g.cites)
         if len(group) >= 2:

@@ -1,8 +1,7 @@
 """Sentence checks shared by the extractive compressor and reporter: does a sentence stand alone?
 
-Rules of thumb, not a parser: they flag sentences that lean on text the reader will not see
-(leading anaphora, "these two worlds", "X is also …"), verb-less fragments, code and prose that is
-not English. Both roles quote sentences out of their paragraph, so both need them.
+Rules of thumb, not a parser: they flag sentences leaning on text the reader will not see ("these two worlds"),
+verb-less fragments, code and non-English prose. Both roles quote sentences out of their paragraph.
 """
 
 from __future__ import annotations
@@ -26,8 +25,7 @@ LEADING_ANAPHORA = re.compile(
     r"[a-z]*\s*(?:this|that|these|those|it|them)(?!\s+(?:year|month|week|decade|century)\b))\b",
     re.IGNORECASE,
 )
-# A noun phrase whose referent is in another sentence: "these two worlds", "such materials",
-# "this chemistry", "the latter".
+# A noun phrase whose referent is in another sentence: "these two worlds".
 DANGLING = re.compile(
     r"\b(?:these|those|such)\s+(?:(?:two|three|four|several|few|many)\s+)?[a-z]{3,}"
     r"|\bthis\s+(?!year\b|month\b|week\b|decade\b|century\b|morning\b|spring\b|summer\b|autumn\b|"
@@ -85,9 +83,8 @@ _FACT = re.compile(r"\d|%|\$|€|£")
 
 
 def context_dependent(sentence: str) -> bool:
-    """Whether the sentence leans on text before it (anaphora, dangling reference, "is also"). A
-    definite description passes ("the company operated 5,842 sailings"): its source, cited beside
-    it, names the company."""
+    """Whether the sentence leans on text before it. A definite description passes ("the company operated 5,842
+    sailings"): its source, cited beside it, names the company."""
     s = sentence.strip()
     return bool(
         LEADING_ANAPHORA.match(s)
@@ -98,8 +95,7 @@ def context_dependent(sentence: str) -> bool:
 
 
 def _this_verb(match: str, start: int) -> bool:
-    """ "…, this implies a runway of 21 months": mid-sentence "this" + a verb points back inside
-    the sentence itself, unlike "this chemistry"."""
+    """ "…, this implies a runway of 21 months": mid-sentence "this" + a verb points back inside its own sentence."""
     parts = match.lower().split()
     if start == 0 or len(parts) != 2 or parts[0] != "this" or not parts[1].endswith("s"):
         return False
@@ -108,8 +104,7 @@ def _this_verb(match: str, start: int) -> bool:
     return bool(stems & VERB_STEMS)
 
 
-# Words before which a bare verb form is a noun ("the use", "to cost"), and prepositions after
-# which an "-s" form is a plural noun ("efficiency targets for …").
+# Words before which a bare verb is a noun ("the use"), and prepositions after which an "-s" form is a plural noun.
 _NOT_SUBJECT = frozenset(
     "the a an to of for in on with by its their this that these those his her our your my from at as".split()
 )
@@ -162,8 +157,7 @@ def is_fragment(sentence: str) -> bool:
     return len(words(sentence)) < 4 or not has_verb(sentence)
 
 
-# Function words of the languages most often met in English-language research material (bm25s's
-# stopword lists, which the corpus index already ships).
+# Function words of languages often met in English research material (bm25s's lists, shipped with the corpus index).
 _FOREIGN = frozenset().union(STOPWORDS_FRENCH, STOPWORDS_GERMAN, STOPWORDS_SPANISH, STOPWORDS_ITALIAN)
 
 
@@ -177,9 +171,8 @@ _CODE_CHAR = re.compile(r"[{}\[\]();=<>\\|$#*`~^]")
 
 
 def looks_english(text: str) -> bool:
-    """English prose uses English function words; a French or German comment block does not. A gloss
-    in brackets ("(Russian: Серге́й Ивано́в)") and a name ("Peter schießt den Vogel ab", capitalized)
-    are part of English prose too."""
+    """English prose uses English function words; a French comment block does not. A gloss in brackets ("(Russian:
+    Серге́й Ивано́в)") and a capitalized name ("Peter schießt den Vogel ab") are English prose too."""
     text = re.sub(r"\([^()]*\)", " ", text)
     other = len(_NON_ASCII_LETTER.findall(text))
     if other and other / (other + len(_ASCII_LETTER.findall(text))) > 0.15:

@@ -7,9 +7,8 @@ import re
 from ..text import STOPWORDS, content_terms, fold
 from .sentences import IRREGULAR, VERB_STEMS, has_verb
 
-# Words of the task, the request and the plan's own templates rather than the topic ("a brief",
-# "background", "cite sources"; not a request's verbs, "write" or "produce", which questions ask
-# about too): matching them says nothing about relevance.
+# Words of the task, the request and the plan's templates, not the topic ("a brief", "cite sources";
+# not "write" or "produce", which questions ask about too): matching them says nothing.
 INSTRUCTION_WORDS = set(
     content_terms(
         "search corpus read relevant documents document extract concrete facts figures dates named "
@@ -80,16 +79,14 @@ _NP_CUT = re.compile(r"\s+(?:in|of|for|on|at|to|from|with|by|facing|[a-z]+ing)\s
 
 
 def antecedent(clause: str) -> str | None:
-    """The thing a question part asks about, for a later part's "it" or "them": "the Thames Tideway
-    Tunnel" in "When was the Thames Tideway Tunnel built", "London's sewer response" in "who designed
-    London's sewer response". None for shapes whose subject cannot be told from its verb."""
+    """The thing a question part asks about, for a later part's "it" or "them" ("the Tunnel" in "When
+    was the Tunnel built"); None for shapes whose subject cannot be told from its verb."""
     clause = clause.strip(" ,.?;:")
     lead = COPULA_LEAD.match(clause) or SUBJECT_LEAD.match(clause)
     if _PRONOUN.search(clause) and (lead or not DO_LEAD.match(clause)):
         return None
     if not lead:
-        # "When did the Ardle Spirit enter service", "How much will the pier upgrade cost": the
-        # subject runs to the first known verb.
+        # "When did the Ardle Spirit enter service": the subject runs to the first known verb.
         asked = DO_LEAD.match(clause)
         rest = clause[asked.end() :].split() if asked else []
         verb = next((i for i, w in enumerate(rest) if i and w.lower() in VERB_STEMS), None)
@@ -173,11 +170,10 @@ _JOINERS = frozenset("of the de del da di du von van der la le &".split())
 
 
 def names(text: str, fragment: bool = False) -> list[str]:
-    """The names ``text`` mentions, in order: quoted titles and runs of capitalized words ("Heinkel HD
-    23", "Republic of China"), without a possessive "'s"; a name and the place after its comma are
-    one ("Leland, North Carolina", "Ford County, Kansas"; not a list: "A, B and C"). A lone capitalized
-    word is not a name when it opens a sentence (not the start of a ``fragment``) or describes the
-    noun after it ("a Jamaican singer")."""
+    """The names ``text`` mentions, in order: quoted titles and runs of capitalized words ("Republic of
+    China"), without a possessive "'s"; a name and the place after its comma are one ("Ford County,
+    Kansas"; not a list: "A, B and C"). A lone capitalized word is no name when it opens a sentence
+    (not the start of a ``fragment``) or describes the noun after it ("a Jamaican singer")."""
     found = [q.strip(" '’.,") for q in _QUOTED.findall(text)]
     runs: list[tuple[int, int, str]] = []  # start, end, name
     run: list[str] = []
