@@ -9,10 +9,17 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from deepresearch_dagster.core.config import ResearchSettings
 from deepresearch_dagster.core.evaluation.score import read_report, uncited
-from deepresearch_dagster.core.heuristics.report_critique import critique_report, faults
+from deepresearch_dagster.core.heuristics.report_critique import (
+    critique_report,
+    faults,
+    revise_deterministically,
+    units,
+)
 from deepresearch_dagster.core.pipeline import run_research
 from deepresearch_dagster.core.roles.citations import verify_citations
 from deepresearch_dagster.core.roles.reporter import one_number_each
@@ -220,3 +227,26 @@ def test_the_critic_models_issues_count_only_when_they_name_what_the_report_says
     assert len(model) == 1 and model[0].kind == "off_topic"
     assert not any(i.sentence == "A sentence nobody wrote." for i in found.issues)
     assert found.total == critique_report(FAULTY, PAYLOAD).total + 1
+
+
+_CLAIMS = [
+    "Christopher Edward Nolan (born 30 July 1970) is an English-American film director. [1]",
+    "Inception is a 2010 science fiction film written and directed by Nolan. [2]",
+    "It grossed over 830 million dollars worldwide, a record for an original film. [2]",
+    "His films have grossed more than 6 billion dollars. [1]",
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, len(_CLAIMS) - 1), min_size=1, max_size=8), st.booleans())
+def test_a_repeated_sentence_keeps_its_first_copy(picks, bullets):
+    """A sentence the critique finds stated again loses its later copies, never the first: a finding
+    quoted twice word for word used to lose both (the revision removed every unit of that text)."""
+    said = [_CLAIMS[i] for i in picks]
+    lines = [f"- {s}" for s in said] if bullets else [" ".join(said)]
+    body = "### 1. Christopher Nolan's career\n\n" + "\n".join(lines)
+    found = critique_report(f"## Key findings\n\n{body}\n")
+    assert len([i for i in found.issues if i.kind == "duplicate"]) == len(said) - len(set(said))
+    revised = revise_deterministically(body, "Key findings", found.issues, {"question": QUESTION, "plan": PLAN})
+    kept = [u for line in revised.splitlines()[1:] if line.strip() for u in units(line.removeprefix("- "))]
+    assert kept == list(dict.fromkeys(said))

@@ -16,6 +16,7 @@ offline engine's revision and the fallback of a model's.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -345,23 +346,29 @@ def revise_deterministically(body: str, heading: str, issues: list[ReportIssue],
     """The section ``body`` (under ``## heading``) without the sentences ``issues`` name, a denial
     kept for what it rightly denies; an unanswered part answered with the extractive executive
     summary's paragraph for it, when the sources answer it and the section does not state it yet."""
-    faulty = {i.sentence for i in issues if i.sentence and i.kind != "contradiction"}
+    faulty = {i.sentence for i in issues if i.sentence and i.kind not in ("contradiction", "duplicate")}
     denials: dict[str, list[str]] = {}
     for i in issues:
         if i.kind == "contradiction":
             topic = re.match(r"says nothing was found on '(.+?)', yet", i.detail)
             denials.setdefault(i.sentence, []).append(topic.group(1) if topic else "")
+    parsed = [(line, *_LEAD.match(line).groups()) for line in body.splitlines()]  # type: ignore[union-attr]
+    prose = [content for line, _, _, content in parsed if content.strip() and not line.strip().startswith("#")]
+    # A sentence stated again loses the copies the critique counted, never its first: a section that
+    # holds the first copy too keeps it (the copies share one text, so removing by text took both).
+    copies = Counter(u for content in prose for u in units(content))
+    keep = {s: copies[s] - n for s, n in Counter(i.sentence for i in issues if i.kind == "duplicate").items()}
     lines: list[str] = []
-    for line in body.splitlines():
-        match = _LEAD.match(line)
-        prefix, lead, content = match.groups()  # type: ignore[union-attr]
+    for line, prefix, lead, content in parsed:
         if not content.strip() or line.strip().startswith("#"):
             lines.append(line)
             continue
         kept = []
         for unit in units(content):
-            if unit in faulty:
+            if unit in faulty or keep.get(unit, 1) <= 0:
                 continue
+            if unit in keep:
+                keep[unit] -= 1
             if unit in denials:
                 unit = _undeny(unit, denials[unit])
                 if not unit:
