@@ -12,7 +12,7 @@ from ..text import MONTH, content_terms, split_sentences, words
 from .answer_types import specific
 from .compression import PADDING
 from .planning import content_query, enumerated_parts, research_terms, searchable_names
-from .report import all_steps, page_title, parts_of, unanswered
+from .report import PRONOUN_LEAD, all_steps, page_title, parts_of, unanswered
 from .terms import SUBJECT_LEAD, names, sentence_case
 
 
@@ -78,7 +78,6 @@ def _positions(sentence: str, terms: set[str]) -> list[int]:
     return [i for i, stem in enumerate(stems) if stem and any(_same(stem[0], t) for t in terms)]
 
 
-_PRONOUN_LEAD = re.compile(r"^\W*(?:he|she|it|they|his|her|its|their)\b", re.IGNORECASE)
 MAX_RELATION_WORDS = 5
 
 
@@ -166,7 +165,7 @@ def bridges(
         # Evidence whose subject is a pronoun ("He starred as Benton Fraser" on "Paul Gross") is about
         # its page's title: a subject the question does not name is a bridge too, after the nearest name.
         best = next(x for x, src in ranked if src == source)
-        title = page_title(source) if _PRONOUN_LEAD.match(best) else ""
+        title = page_title(source) if PRONOUN_LEAD.match(best) else ""
         for n in names(title, fragment=True)[:1]:
             terms = set(content_terms(n))
             if terms and not terms <= known and not any(q <= terms or terms <= q for q in question_names):

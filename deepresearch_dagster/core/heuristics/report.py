@@ -210,7 +210,8 @@ def _question_terms(question: str) -> set[str]:
 
 # Headings before a document's first sentence: its title, a banner, its first passage's heading.
 _OPENING = re.compile(r"#(?!.*\[passage (?!1/)\d+/)")
-_SUBJECT_PRONOUN = re.compile(r"(?:it|he|she|they)\s", re.IGNORECASE)
+# A sentence about the subject its document is titled after ("It is located in Cumbria", "His debut …").
+PRONOUN_LEAD = re.compile(r"^\W*(?:he|she|it|they|his|her|its|their)\b", re.IGNORECASE)
 
 
 def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> dict[str, dict[str, str]]:
@@ -231,7 +232,7 @@ def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> 
             for k, paragraph in enumerate(paragraphs):
                 at = paragraph.find(q.rstrip("."))  # a clause the compressor cut off ends in "." it lacks
                 before = split_sentences(paragraph[:at]) if at > 0 else []
-                if at == 0 and _SUBJECT_PRONOUN.match(q) and all(_OPENING.match(p) for p in paragraphs[:k] if p):
+                if at == 0 and PRONOUN_LEAD.match(q) and all(_OPENING.match(p) for p in paragraphs[:k] if p):
                     # The document's first sentence, its subject a pronoun: the subject its title names.
                     out.setdefault(name, {})[q] = ""
                     break
