@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from deepresearch_dagster.core.errors import SuiteError
 from deepresearch_dagster.core.evaluation.matching import Haystack, any_in, contains, normalize
-from deepresearch_dagster.core.evaluation.report import compare, summary_lines, table_lines
+from deepresearch_dagster.core.evaluation.report import compare, compare_lines, sign_test, summary_lines, table_lines
 from deepresearch_dagster.core.evaluation.run import EvalConfig, Evaluation, summarize
-from deepresearch_dagster.core.evaluation.score import read_report, score_item, uncited
+from deepresearch_dagster.core.evaluation.score import ItemScore, read_report, score_item, uncited
 from deepresearch_dagster.core.evaluation.suite import IMPORTERS, SuiteItem, load_suite, split_of
 
 PLAN = "Lilu question"
@@ -305,3 +305,36 @@ def test_thousands_separators_do_not_matter(number: int, separator: str) -> None
 @given(st.text(max_size=60))
 def test_normalize_is_idempotent(text: str) -> None:
     assert normalize(normalize(text)) == normalize(text)
+
+
+@given(st.integers(0, 60), st.integers(0, 60))
+def test_the_sign_test_is_a_two_sided_probability(gained: int, lost: int) -> None:
+    p = sign_test(gained, lost)
+    assert 0 < p <= 1 and p == sign_test(lost, gained)
+    if min(gained, lost) == 0:  # all changes one way: twice the chance of n heads in a row
+        assert p == min(1.0, 2 / 2 ** (gained + lost))
+    if gained == lost:
+        assert p == 1.0
+
+
+def test_compare_pairs_the_answer_figures_item_by_item() -> None:
+    """Six plain-answer items lost from the report and none gained is unlikely to be chance (p 0.03);
+    one gained and two lost is (p 1); a yes/no item's flip is reported apart, not counted."""
+
+    def evaluation(report: list[bool], yes_no: bool) -> Evaluation:
+        items = [ItemScore(id=f"i{k}", question="q?", category="answer", split="dev", answer_in_report=r,
+                           answer_in_raw=True) for k, r in enumerate(report)]  # fmt: skip
+        items.append(ItemScore(id="yn", question="Is it?", category="yes_no", split="dev", answer_in_report=yes_no))
+        return Evaluation(key="k", suite="s.jsonl", config=EvalConfig(suite="s.jsonl"), engine="offline",
+                          items=items, summary={})  # fmt: skip
+
+    before = evaluation([True] * 8, yes_no=False)
+    paired = compare(before, evaluation([False] * 6 + [True] * 2, yes_no=True))["paired"]
+    assert paired["answer_in_report"] == {"gained": 0, "lost": 6, "p": 0.031}
+    assert paired["answer_in_raw"] == {"gained": 0, "lost": 0, "p": 1.0}
+    result = compare(
+        evaluation([False, True, True] + [True] * 5, yes_no=False),
+        evaluation([True, False, False] + [True] * 5, yes_no=False),
+    )
+    assert result["paired"]["answer_in_report"] == {"gained": 1, "lost": 2, "p": 1.0}
+    assert all(len(line) <= 100 for line in compare_lines(result))

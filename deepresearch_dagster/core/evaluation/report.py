@@ -3,6 +3,7 @@ item-by-item comparison of two evaluations."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -196,7 +197,24 @@ def compare(a: Evaluation, b: Evaluation) -> dict[str, Any]:
     changes += [{"id": i, "change": "only in A"} for i in before if i not in {s.id for s in b.items}]
     keys = [*_COMPARED, "wall_s"]
     summary = {k: [a.summary.get(k), b.summary.get(k)] for k in keys}
-    return {"a": a.key, "b": b.key, "summary": summary, "items": changes}
+    # Paired over the plain-answer items scored in both: how many each answer figure gained and lost,
+    # and whether that split could be chance (on 73 items, +1 in the report is not a finding).
+    both = [(before[s.id], s) for s in b.items if s.id in before and s.category == before[s.id].category == "answer"]
+    paired = {}
+    for f in ANSWER_FIGURES:
+        gained = sum(1 for x, y in both if not getattr(x, f) and getattr(y, f))
+        lost = sum(1 for x, y in both if getattr(x, f) and not getattr(y, f))
+        paired[f] = {"gained": gained, "lost": lost, "p": round(sign_test(gained, lost), 3)}
+    return {"a": a.key, "b": b.key, "summary": summary, "paired": paired, "items": changes}
+
+
+def sign_test(gained: int, lost: int) -> float:
+    """Two-sided exact sign test (McNemar's exact test on paired yes/no scores): the chance, were
+    each changed item a coin toss, of a split between gains and losses at least this uneven. A few
+    lines of ``math.comb`` rather than a statistics dependency for one binomial tail."""
+    n = gained + lost
+    tail = sum(math.comb(n, k) for k in range(min(gained, lost) + 1)) / 2**n
+    return min(1.0, 2 * tail)
 
 
 def compare_lines(result: dict[str, Any]) -> list[str]:
@@ -205,6 +223,11 @@ def compare_lines(result: dict[str, Any]) -> list[str]:
         delta = "" if x is None or y is None else f"{y - x:+,.1f}".replace(".0", "")
         lines.append(f"{name:<22} {_num(x, 1 if isinstance(x, float) else 0):>12} "
                      f"{_num(y, 1 if isinstance(y, float) else 0):>12} {delta:>10}")  # fmt: skip
+    paired = result.get("paired") or {}
+    if paired:
+        lines += ["", "paired, plain-answer items in both    gained    lost  p (exact sign test)"]
+        lines += [f"{f:<36} {x['gained']:>6} {x['lost']:>7}  {x['p']:.2f}" for f, x in paired.items()]
+        lines.append("p ≥ 0.05: a split that chance gives as often; the change is not shown to matter")
     lines.append("")
     if not result["items"]:
         lines.append("no item changed")
