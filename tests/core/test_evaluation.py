@@ -338,3 +338,8 @@ def test_compare_pairs_the_answer_figures_item_by_item() -> None:
     )
     assert result["paired"]["answer_in_report"] == {"gained": 1, "lost": 2, "p": 1.0}
     assert all(len(line) <= 100 for line in compare_lines(result))
+    fact = ItemScore(id="f", question="Funding?", category="facts", split="dev", facts_found=1, facts_total=2)
+    facts_only = Evaluation(
+        key="f", suite="s.jsonl", config=EvalConfig(suite="s.jsonl"), engine="offline", items=[fact]
+    )
+    assert compare(facts_only, facts_only)["paired"] == {}
