@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 
 from deepresearch_dagster.core.errors import SuiteError
 from deepresearch_dagster.core.evaluation.matching import Haystack, any_in, contains, normalize
-from deepresearch_dagster.core.evaluation.report import compare, compare_lines, sign_test, summary_lines, table_lines
+from deepresearch_dagster.core.evaluation.report import (
+    compare,
+    compare_lines,
+    sign_test,
+    summary_lines,
+    table_lines,
+    wilson,
+)
 from deepresearch_dagster.core.evaluation.run import EvalConfig, Evaluation, summarize
 from deepresearch_dagster.core.evaluation.score import ItemScore, read_report, score_item, uncited
 from deepresearch_dagster.core.evaluation.suite import IMPORTERS, SuiteItem, load_suite, split_of
@@ -343,3 +350,11 @@ def test_compare_pairs_the_answer_figures_item_by_item() -> None:
         key="f", suite="s.jsonl", config=EvalConfig(suite="s.jsonl"), engine="offline", items=[fact]
     )
     assert compare(facts_only, facts_only)["paired"] == {}
+
+
+@given(st.integers(1, 500).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
+def test_the_wilson_interval_holds_the_observed_rate(kn: tuple[int, int]) -> None:
+    k, n = kn
+    low, high = (int(x) for x in wilson(k, n).removesuffix(" %").split("–"))
+    assert 0 <= low <= 100 * k / n + 0.5 and 100 * k / n - 0.5 <= high <= 100
+    assert wilson(67, 73) == "83–96 %" and wilson(0, 10) == "0–28 %"  # textbook values

@@ -96,6 +96,13 @@ def summary_lines(evaluation: Evaluation) -> list[str]:
     for category, group in s["by_category"].items():
         if category != "answer" and group["answerable"]:
             lines.append(_group_row(f"{_CATEGORY.get(category, category)} (apart)", group))
+    # How far the report figure may be from the rate on questions like these (73 items: ± ~7 points).
+    halves = [("plain answers", s)] + [
+        ("development" if k == "dev" else "held-out", g) for k, g in s["by_split"].items()
+    ]
+    ranges = [f"{label} {wilson(g['answer_in_report'], g['answerable'])}" for label, g in halves if g["answerable"]]
+    if ranges:
+        lines.append("report, 95 % interval (Wilson): " + " · ".join(ranges))
     if s["facts_total"] or s["by_category"].get("facts"):
         facts = sum(g["facts_found"] for g in s["by_category"].values())
         total = sum(g["facts_total"] for g in s["by_category"].values())
@@ -206,6 +213,13 @@ def compare(a: Evaluation, b: Evaluation) -> dict[str, Any]:
         lost = sum(1 for x, y in both if getattr(x, f) and not getattr(y, f))
         paired[f] = {"gained": gained, "lost": lost, "p": round(sign_test(gained, lost), 3)}
     return {"a": a.key, "b": b.key, "summary": summary, "paired": paired, "items": changes}
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> str:
+    """The 95 % Wilson score interval of ``k`` successes in ``n`` items, as "83–97 %"."""
+    p, spread = k / n, z * math.sqrt(k * (n - k) / n + z * z / 4) / n
+    centre, half = (p + z * z / (2 * n)) / (1 + z * z / n), spread / (1 + z * z / n)
+    return f"{100 * max(0.0, centre - half):.0f}–{100 * min(1.0, centre + half):.0f} %"
 
 
 def sign_test(gained: int, lost: int) -> float:
