@@ -709,10 +709,31 @@ def test_a_document_s_first_sentence_may_lean_on_its_title_but_no_later_sentence
 
 
 @pytest.mark.parametrize(
-    "sentence", ["To address this, the Board is studying a second spillway.", "Second, the steel anchors corrode."]
+    "sentence",
+    [
+        "To address this, the Board is studying a second spillway.",
+        "Second, the steel anchors corrode.",
+        "An electric vehicle pack, by contrast, holds thousands of large cells.",
+        "The second phase, however, slipped to 2027.",
+    ],
 )
 def test_openers_that_point_back_are_context_dependent(sentence):
     assert context_dependent(sentence)
+
+
+@pytest.mark.parametrize("sentence", ["Lyon, France, has two rivers.", "Toyota, Honda and Nissan run pilot lines."])
+def test_commas_around_names_are_not_a_connective(sentence):
+    assert not context_dependent(sentence)
+
+
+def test_a_sentence_leaning_on_one_that_leans_on_its_own_is_quoted_with_both():
+    """ "The distance between these two worlds …" leans on "A pack, by contrast, …", which leans on the
+    sentence before it: the three are quoted together, so the summary never opens mid-contrast."""
+    first = "A laboratory cell is a pressed pellet of a few square centimetres."
+    second = "A vehicle pack, by contrast, holds thousands of cells of two square metres each."
+    third = "The distance between these two worlds is the main reason timelines slipped after 2015."
+    payload = _read("Why did solid-state timelines slip?", f"{first} {second} {third}\n", _source(1, "1", third))
+    assert [f.text for f in findings(payload)] == [f"{first} {second} {third}"]
 
 
 def test_no_corroborated_finding_means_every_finding_rests_on_one_source():

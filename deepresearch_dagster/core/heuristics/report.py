@@ -243,6 +243,9 @@ def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> 
                     while k > 1 and before[k - 1].split()[:1] == q.split()[:1]:
                         k -= 1
                     lead = before[k - 1] if not context_dependent(before[k - 1]) else before[-1]
+                    if k == len(before) > 1 and context_dependent(lead) and not context_dependent(before[-2]):
+                        # The sentence before leans on its own one ("… by contrast, …"): both lead.
+                        lead = f"{before[-2]} {lead}"
                     out.setdefault(str(e["artifact_file"]), {})[q] = lead
                     break
     return out

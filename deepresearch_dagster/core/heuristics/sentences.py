@@ -12,15 +12,19 @@ from bm25s.stopwords import STOPWORDS_FRENCH, STOPWORDS_GERMAN, STOPWORDS_ITALIA
 
 from ..text import STOPWORDS, stem, words
 
+# Words that relate a sentence to the one before it ("however", "by contrast", "as a result").
+_CONNECTIVES = (
+    r"also|too|still|thus|hence|therefore|however|moreover|furthermore|meanwhile|"
+    r"instead|likewise|similarly|nevertheless|nonetheless|besides|then|otherwise|in addition|"
+    r"by contrast|in contrast|as a result|for this reason|even so|on the other hand|at the same time|in turn"
+)
 # A sentence that opens by pointing back at something said before it.
 LEADING_ANAPHORA = re.compile(
     r"^[\"'“‘(]?(?:it|its|it's|this(?!\s+(?:year|month|week|decade|century|spring|summer|autumn|winter)\b)|these|each|those|that|such|they|them|their|theirs|he|she|his|her|him|"
     r"there|here|both|neither|either|the latter|the former|the same|another|other|others|"
-    r"but|and|or|so|yet|also|too|still|thus|hence|therefore|however|moreover|furthermore|meanwhile|"
-    r"instead|likewise|similarly|nevertheless|nonetheless|besides|then|otherwise|in addition|"
-    r"by contrast|in contrast|as a result|for this reason|even so|on the other hand|at the same time|"
+    rf"but|and|or|so|yet|{_CONNECTIVES}|"
     # "Second, the anchors …" needs its "First"; "To address this, the Board …" its "this".
-    r"second|secondly|third|thirdly|fourth|fifth|finally|lastly|in turn|"
+    r"second|secondly|third|thirdly|fourth|fifth|finally|lastly|"
     r"(?:to|in|for|despite|after|before|given|unlike|because\s+of|as\s+part\s+of|in\s+response\s+to)\s+"
     r"[a-z]*\s*(?:this|that|these|those|it|them)(?!\s+(?:year|month|week|decade|century)\b))\b",
     re.IGNORECASE,
@@ -36,6 +40,8 @@ DANGLING = re.compile(
     r"(?:that|to|simple)\b",
     re.IGNORECASE,
 )
+# … or says so after its subject, set off by commas: "An electric vehicle pack, by contrast, contains …".
+PARENTHETICAL = re.compile(rf"^(?:[^\s,]+\s+){{0,7}}[^\s,]+,\s+(?:{_CONNECTIVES})\s*,", re.IGNORECASE)
 # "Lithium is also extremely light": "also" right after the subject's verb continues a paragraph.
 ALSO_EARLY = re.compile(r"^(?:\S+\s+){1,6}?(?:also|too|as well)\b", re.I)
 _OPENERS = frozenset("after before during since later then when while in at on by for from with".split())
@@ -88,6 +94,7 @@ def context_dependent(sentence: str) -> bool:
     s = sentence.strip()
     return bool(
         LEADING_ANAPHORA.match(s)
+        or PARENTHETICAL.match(s)
         or any(not _this_verb(m.group(0), m.start()) for m in DANGLING.finditer(s))
         or ALSO_EARLY.match(s)
         or _early_pronoun(s)
