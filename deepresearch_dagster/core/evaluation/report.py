@@ -96,7 +96,7 @@ def summary_lines(evaluation: Evaluation) -> list[str]:
     for category, group in s["by_category"].items():
         if category != "answer" and group["answerable"]:
             lines.append(_group_row(f"{_CATEGORY.get(category, category)} (apart)", group))
-    # How far the report figure may be from the rate on questions like these (73 items: ± ~7 points).
+    # How far the report figure may be from the rate on other questions like these (±7 points on 73).
     halves = [("plain answers", s)] + [
         ("development" if k == "dev" else "held-out", g) for k, g in s["by_split"].items()
     ]
@@ -216,7 +216,7 @@ def compare(a: Evaluation, b: Evaluation) -> dict[str, Any]:
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> str:
-    """The 95 % Wilson score interval of ``k`` successes in ``n`` items, as "83–97 %"."""
+    """The 95 % Wilson score interval of ``k`` successes in ``n`` items, as "83–96 %" (67 of 73)."""
     p, spread = k / n, z * math.sqrt(k * (n - k) / n + z * z / 4) / n
     centre, half = (p + z * z / (2 * n)) / (1 + z * z / n), spread / (1 + z * z / n)
     return f"{100 * max(0.0, centre - half):.0f}–{100 * min(1.0, centre + half):.0f} %"
