@@ -87,11 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         n = group["answerable"]
         rows.append([label, str(n), *(f"{group[f]}/{n} ({group[f + '_pct'] or 0:.0f} %)" for f in FIGURES)])
     print_table(["half", "items", "report", "summary", "findings", "memory", "raw"], rows)
-    from deepresearch_dagster.core.evaluation.report import wilson
+    from deepresearch_dagster.core.evaluation.report import report_intervals
 
-    spans = [f"{half} {wilson(g['answer_in_report'], g['answerable'])}"
-             for half, g in summary["by_split"].items() if g.get("answerable")]  # fmt: skip
-    print("report, 95 % interval (Wilson): " + " · ".join(spans))
+    print(report_intervals(summary))
     apart = {c: g for c, g in summary["by_category"].items() if c != "answer"}
     for category, group in apart.items():
         print(f"apart: {category}: {group['answer_in_report']}/{group['answerable']} in report")

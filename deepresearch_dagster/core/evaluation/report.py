@@ -96,13 +96,8 @@ def summary_lines(evaluation: Evaluation) -> list[str]:
     for category, group in s["by_category"].items():
         if category != "answer" and group["answerable"]:
             lines.append(_group_row(f"{_CATEGORY.get(category, category)} (apart)", group))
-    # How far the report figure may be from the rate on other questions like these (±7 points on 73).
-    halves = [("plain answers", s)] + [
-        ("development" if k == "dev" else "held-out", g) for k, g in s["by_split"].items()
-    ]
-    ranges = [f"{label} {wilson(g['answer_in_report'], g['answerable'])}" for label, g in halves if g["answerable"]]
-    if ranges:
-        lines.append("report, 95 % interval (Wilson): " + " · ".join(ranges))
+    if ranges := report_intervals(s):
+        lines.append(ranges)
     if s["facts_total"] or s["by_category"].get("facts"):
         facts = sum(g["facts_found"] for g in s["by_category"].values())
         total = sum(g["facts_total"] for g in s["by_category"].values())
@@ -201,7 +196,8 @@ def compare(a: Evaluation, b: Evaluation) -> dict[str, Any]:
             diff["status"] = [old.status, item.status]
         if diff:
             changes.append({"id": item.id, "change": diff})
-    changes += [{"id": i, "change": "only in A"} for i in before if i not in {s.id for s in b.items}]
+    in_b = {s.id for s in b.items}
+    changes += [{"id": i, "change": "only in A"} for i in before if i not in in_b]
     keys = [*_COMPARED, "wall_s"]
     summary = {k: [a.summary.get(k), b.summary.get(k)] for k in keys}
     # Paired over the plain-answer items scored in both: how many each answer figure gained and lost,
@@ -213,6 +209,16 @@ def compare(a: Evaluation, b: Evaluation) -> dict[str, Any]:
         lost = sum(1 for x, y in both if getattr(x, f) and not getattr(y, f))
         paired[f] = {"gained": gained, "lost": lost, "p": round(sign_test(gained, lost), 3)}
     return {"a": a.key, "b": b.key, "summary": summary, "paired": paired, "items": changes}
+
+
+def report_intervals(summary: dict[str, Any]) -> str:
+    """ "report, 95 % interval (Wilson): plain answers 83–96 % · development …": how far the report
+    figure may be from the rate on other questions like these (±7 points on 73); empty when no item
+    has a plain answer."""
+    halves = [("plain answers", summary)]
+    halves += [("development" if k == "dev" else "held-out", g) for k, g in summary["by_split"].items()]
+    ranges = [f"{label} {wilson(g['answer_in_report'], g['answerable'])}" for label, g in halves if g["answerable"]]
+    return "report, 95 % interval (Wilson): " + " · ".join(ranges) if ranges else ""
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> str:

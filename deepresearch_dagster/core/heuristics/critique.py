@@ -12,7 +12,8 @@ from ..text import MONTH, content_terms, split_sentences, words
 from .answer_types import specific
 from .compression import PADDING
 from .planning import content_query, enumerated_parts, research_terms, searchable_names
-from .report import PRONOUN_LEAD, all_steps, page_title, parts_of, unanswered
+from .report import all_steps, page_title, parts_of, unanswered
+from .sentences import PRONOUN_LEAD
 from .terms import SUBJECT_LEAD, names, sentence_case
 
 

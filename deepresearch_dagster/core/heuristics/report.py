@@ -31,7 +31,7 @@ from ..text import (
 from .answer_types import MEASURE_WORDS, answered, answers, asked_kinds, aspect_terms, specific, supplies
 from .compression import PADDING
 from .planning import enumerated_parts
-from .sentences import context_dependent, has_fact, is_fragment
+from .sentences import PRONOUN_LEAD, context_dependent, has_fact, is_fragment
 from .terms import ASPECT_WORDS, DO_LEAD, EMPHASIS, antecedent, names, question_parts, sentence_case, topic_words
 
 REPORT_SECTIONS = ("Executive summary", "Key findings", "Analysis", "Limitations", "Suggested next steps")
@@ -210,8 +210,6 @@ def _question_terms(question: str) -> set[str]:
 
 # Headings before a document's first sentence: its title, a banner, its first passage's heading.
 _OPENING = re.compile(r"#(?!.*\[passage (?!1/)\d+/)")
-# A sentence about the subject its document is titled after ("It is located in Cumbria", "His debut …").
-PRONOUN_LEAD = re.compile(r"^\W*(?:he|she|it|they|his|her|its|their)\b", re.IGNORECASE)
 
 
 def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> dict[str, dict[str, str]]:
@@ -229,10 +227,10 @@ def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> 
         # Compared as the compressor quoted them: without Markdown emphasis ("about **£4.2 million**").
         paragraphs = [" ".join(EMPHASIS.sub("", p).split()) for p in re.split(r"\n\s*\n", raw)]
         for q in leaning:
-            for k, paragraph in enumerate(paragraphs):
+            for i, paragraph in enumerate(paragraphs):
                 at = paragraph.find(q.rstrip("."))  # a clause the compressor cut off ends in "." it lacks
                 before = split_sentences(paragraph[:at]) if at > 0 else []
-                if at == 0 and PRONOUN_LEAD.match(q) and all(_OPENING.match(p) for p in paragraphs[:k] if p):
+                if at == 0 and PRONOUN_LEAD.match(q) and all(_OPENING.match(p) for p in paragraphs[:i] if p):
                     # The document's first sentence, its subject a pronoun: the subject its title names.
                     out.setdefault(name, {})[q] = ""
                     break
@@ -242,11 +240,13 @@ def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> 
                     k = len(before)
                     while k > 1 and before[k - 1].split()[:1] == q.split()[:1]:
                         k -= 1
-                    lead = before[k - 1] if not context_dependent(before[k - 1]) else before[-1]
-                    if k == len(before) > 1 and context_dependent(lead) and not context_dependent(before[-2]):
-                        # The sentence before leans on its own one ("… by contrast, …"): both lead.
-                        lead = f"{before[-2]} {lead}"
-                    out.setdefault(str(e["artifact_file"]), {})[q] = lead
+                    lead = before[k - 1]
+                    if context_dependent(lead):
+                        lead = before[-1]
+                        if k == len(before) > 1 and not context_dependent(before[-2]):
+                            # The sentence before leans on its own one ("… by contrast, …"): both lead.
+                            lead = f"{before[-2]} {lead}"
+                    out.setdefault(name, {})[q] = lead
                     break
     return out
 

@@ -352,19 +352,22 @@ def revise_deterministically(body: str, heading: str, issues: list[ReportIssue],
         if i.kind == "contradiction":
             topic = re.match(r"says nothing was found on '(.+?)', yet", i.detail)
             denials.setdefault(i.sentence, []).append(topic.group(1) if topic else "")
-    parsed = [(line, *_LEAD.match(line).groups()) for line in body.splitlines()]  # type: ignore[union-attr]
-    prose = [content for line, _, _, content in parsed if content.strip() and not line.strip().startswith("#")]
+    parsed = []  # each line, its bullet or bold lead, and its sentences (none for a heading or a blank)
+    for line in body.splitlines():
+        prefix, lead, content = _LEAD.match(line).groups()  # type: ignore[union-attr]
+        prose = content.strip() and not line.strip().startswith("#")
+        parsed.append((line, prefix, lead, units(content) if prose else None))
     # A sentence stated again loses the copies the critique counted, never its first: a section that
     # holds the first copy too keeps it (the copies share one text, so removing by text took both).
-    copies = Counter(u for content in prose for u in units(content))
+    copies = Counter(u for *_, said in parsed for u in said or [])
     keep = {s: copies[s] - n for s, n in Counter(i.sentence for i in issues if i.kind == "duplicate").items()}
     lines: list[str] = []
-    for line, prefix, lead, content in parsed:
-        if not content.strip() or line.strip().startswith("#"):
+    for line, prefix, lead, said in parsed:
+        if said is None:
             lines.append(line)
             continue
         kept = []
-        for unit in units(content):
+        for unit in said:
             if unit in faulty or keep.get(unit, 1) <= 0:
                 continue
             if unit in keep:

@@ -46,6 +46,8 @@ PARENTHETICAL = re.compile(rf"^(?:[^\s,]+\s+){{0,7}}[^\s,]+,\s+(?:{_CONNECTIVES}
 ALSO_EARLY = re.compile(r"^(?:\S+\s+){1,6}?(?:also|too|as well)\b", re.I)
 _OPENERS = frozenset("after before during since later then when while in at on by for from with".split())
 _PRONOUNS = frozenset("he she they it his her their its him them".split())
+# A sentence about the subject its page is titled after ("It is located in Cumbria", "His debut …").
+PRONOUN_LEAD = re.compile(r"^\W*(?:he|she|it|they|his|her|its|their)\b", re.IGNORECASE)
 
 
 def _early_pronoun(sentence: str) -> bool:
