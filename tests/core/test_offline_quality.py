@@ -17,14 +17,16 @@ import pytest
 from deepresearch_dagster.core.heuristics.compression import compress_extractively
 from deepresearch_dagster.core.heuristics.report import (
     CORROBORATED_INTRO,
+    adjacent,
     extractive_section,
     findings,
+    phrase_pairs,
     preceding_sentences,
     ranked_findings,
     reconcile_corroboration,
     usable,
 )
-from deepresearch_dagster.core.heuristics.sentences import context_dependent, is_fragment, looks_english
+from deepresearch_dagster.core.heuristics.sentences import context_dependent, is_fragment, looks_english, refers_back
 from deepresearch_dagster.core.models import CompressionResult
 from deepresearch_dagster.core.text import estimate_tokens, split_sentences
 from deepresearch_dagster.core.tools.html_text import html_to_text
@@ -1036,3 +1038,64 @@ def test_the_summary_follows_the_bridge_from_the_question_s_name_to_the_answer()
     summary = extractive_section("Executive summary", payload)
     first_hop = summary.index("Tomas Reyl is a Danish actor who played")
     assert first_hop < summary.index("Mara Lind married Tomas Reyl") < summary.index("Piet Olsen")
+
+
+def test_a_definite_subject_naming_what_the_sentence_before_introduced_is_quoted_with_it():
+    """ "The translation, …" says whose translation only with "Mira Hale translated …" before it; a
+    definite subject the sentence before does not introduce ("The harbour", "The Hague") reads alone."""
+    first = "Mira Hale translated Orsk's paper into English and added long notes of her own."
+    second = "The translation, printed in 1843, holds what is often called the first printed loom program."
+    payload = _read("Who wrote the first printed loom program?", f"{first} {second}\n", _source(1, "1", second))
+    assert [f.text for f in findings(payload)] == [f"{first} {second}"]
+    assert refers_back(second, first)
+    assert not refers_back("The harbour opened in 1901.", first)
+    assert not refers_back("The Hague Convention followed in 1907.", "The convention was signed.")
+
+
+@pytest.mark.parametrize("order", ["lead first", "leaning first"])
+def test_a_chain_of_leads_quotes_each_sentence_once(order):
+    """A sentence leaning on a lead that leans on its own ("… a rowing club. The club was formed in
+    1893. They were sponsored …"): each sentence is in one finding, whichever the compressor kept first."""
+    first = "Harth Rovers were a rowing club based in Caldmouth."
+    second = "The club was formed in 1893 and folded in 1895."
+    third = "They were sponsored by the Caldmouth brewery, then famous for its pale ale."
+    kept = [second, third] if order == "lead first" else [third, second]
+    entry = _source(1, "1", " ".join(kept))
+    payload = _read("When was the club Harth Rovers formed?", f"{first} {second} {third}\n", entry)
+    texts = [f.text for f in findings(payload)]
+    for sentence in (first, second, third):
+        assert sum(sentence in t for t in texts) == 1, texts
+
+
+def test_a_finding_that_states_the_question_s_phrase_outranks_one_that_only_shares_its_words():
+    """Proximity: "the first printed loom program" side by side answers "who wrote the first printed loom
+    program"; "wrote … printed … the first … loom programming manuals" shares fewer of its pairs."""
+    question = "Who wrote the first printed loom program?"
+    scattered = "Ada Vell also wrote the loom's manual, printed in 1946, one of the first loom programming manuals."
+    phrase = "Mira Hale's notes of 1843 contain what is often called the first printed loom program."
+    payload = _answer_payload(question, [scattered, phrase])
+    pairs = phrase_pairs(question)
+    assert (adjacent(phrase, pairs), adjacent(scattered, pairs)) == (3, 1)
+    # A name's words stand side by side wherever it is named: no pair inside it counts.
+    assert adjacent("The 1986 Vell Harbour team.", phrase_pairs("Who was shot in Vell Harbour in 1986?")) == 0
+    summary = extractive_section("Executive summary", payload)
+    assert summary.split("** ", 1)[1].startswith("Mira Hale"), summary
+
+
+def test_the_summary_follows_a_bridge_named_inside_an_of_phrase():
+    """ "produced by Mira Hale of Grey Lanterns" is one run of capitals naming two things; the next hop
+    ("Mira Hale (born 1965) …") states only one of them, and still continues the chain."""
+    question = 'The soundtrack of the film "Vell Harbour" was produced by a man born in what year?'
+    payload = _answer_payload(
+        question,
+        [
+            'Vell Harbour: Music from the Film is the soundtrack to the film "Vell Harbour", produced by Mira Hale '
+            "of Grey Lanterns.",
+            'The soundtrack of the film "Vell Harbour" was reissued in 1999 on vinyl.',
+            'The film "Vell Harbour" was first shown in 1994 at the Orsk festival.',
+            "Mira Hale (born 17 May 1965) is an English singer and record producer.",
+        ],
+    )
+    summary = extractive_section("Executive summary", payload)
+    sentences = summary.split("** ", 1)[1].split(" [")
+    assert sentences[1].lstrip("0123456789] ").startswith("Mira Hale (born 17 May 1965)"), summary

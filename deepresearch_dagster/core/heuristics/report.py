@@ -13,6 +13,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from ..text import (
@@ -31,7 +32,7 @@ from ..text import (
 from .answer_types import MEASURE_WORDS, answered, answers, asked_kinds, aspect_terms, specific, supplies
 from .compression import PADDING
 from .planning import enumerated_parts
-from .sentences import PRONOUN_LEAD, context_dependent, has_fact, is_fragment
+from .sentences import DEFINITE_LEAD, PRONOUN_LEAD, context_dependent, has_fact, is_fragment, refers_back
 from .terms import ASPECT_WORDS, DO_LEAD, EMPHASIS, antecedent, names, question_parts, sentence_case, topic_words
 
 REPORT_SECTIONS = ("Executive summary", "Key findings", "Analysis", "Limitations", "Suggested next steps")
@@ -44,6 +45,7 @@ _SINGLE_SOURCE_COUNT = re.compile(r"\b\d+ of (\d+) claims extracted from the sou
 MAX_FINDING_WORDS = 60
 MAX_SUMMARY_PER_PART = 2
 ANSWER_KIND_WEIGHT = 1.5
+PROXIMITY_WEIGHT = 1.0  # per pair of words side by side in the question and in a finding
 MAX_HOPS = 2  # bridges the executive summary follows from the finding that states a question's name
 HOME_WEIGHT = 1.0
 LISTED_WEIGHT = 1.0
@@ -221,7 +223,7 @@ def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> 
         name = str(e.get("artifact_file") or "")
         raw = None if name.endswith(".json") else raws.get(name)  # a listing's JSON has no paragraphs
         quoted = [" ".join(q.split()) for q in [*split_sentences(e.get("summary", "")), *e.get("extraction", [])]]
-        leaning = [q for q in quoted if context_dependent(q)]
+        leaning = [q for q in quoted if context_dependent(q) or DEFINITE_LEAD.match(q)]
         if not raw or not leaning:
             continue
         # Compared as the compressor quoted them: without Markdown emphasis ("about **£4.2 million**").
@@ -234,16 +236,16 @@ def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> 
                     # The document's first sentence, its subject a pronoun: the subject its title names.
                     out.setdefault(name, {})[q] = ""
                     break
-                if before:
+                if before and refers_back(q, before[-1]):
                     # Sentences opening with the same pronoun continue one subject: "He …" leans on the
                     # "X (born 1977) is …" three sentences of "He …" back.
                     k = len(before)
                     while k > 1 and before[k - 1].split()[:1] == q.split()[:1]:
                         k -= 1
                     lead = before[k - 1]
-                    if context_dependent(lead):
+                    if refers_back(lead, before[k - 2] if k > 1 else ""):
                         lead = before[-1]
-                        if k == len(before) > 1 and not context_dependent(before[-2]):
+                        if k == len(before) > 1 and not refers_back(before[-2], before[-3] if k > 2 else ""):
                             # The sentence before leans on its own one ("… by contrast, …"): both lead.
                             lead = f"{before[-2]} {lead}"
                     out.setdefault(name, {})[q] = lead
@@ -269,7 +271,7 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
             sentence = without_references(" ".join(sentence.split()))
             order += 1
             lead, leading = before.get(sentence), None
-            if lead and context_dependent(sentence):
+            if lead:
                 # "It lent £88m" with the sentence it continues; a second sentence on the same subject
                 # joins the finding that quotes the lead already, once (a second read repeats it).
                 joined = led.get((src["n"], lead))
@@ -368,10 +370,12 @@ def _rank(
     home: str = "",
     stress: frozenset[str] = frozenset(),
     weights: dict[str, float] | None = None,
+    pairs: frozenset[frozenset[str]] = frozenset(),
 ) -> tuple[float, int]:
     weight = weights or {}
     score = sum(weight.get(t, 1.0) for t in f.terms & terms)
     score += 0.5 * (len(f.cites) - 1) + (0.3 if has_fact(f.text) else 0.0)
+    score += PROXIMITY_WEIGHT * adjacent(f.text, pairs)
     # The words only this part of the question uses ("built" in "When was X built") count twice.
     score += sum(weight.get(t, 1.0) for t in f.terms & stress)
     # Placed under the step that asks the part.
@@ -384,6 +388,20 @@ def _rank(
     # A sentence only seen in a listing's snippet is weaker evidence than one read in its source.
     score -= LISTED_WEIGHT if f.listed else 0.0
     return (-score, f.order)
+
+
+def phrase_pairs(text: str) -> frozenset[frozenset[str]]:
+    """The pairs of words side by side in ``text`` (function words aside), except those inside one of its
+    names, which any mention of the name repeats: what stating its phrase, not only its words, means."""
+    within = [set(content_terms(n)) for n in names(text)]
+    pairs = (frozenset(p) for p in pairwise(content_terms(text)))
+    return frozenset(p for p in pairs if len(p) == 2 and not any(p <= n for n in within))
+
+
+def adjacent(text: str, pairs: frozenset[frozenset[str]]) -> int:
+    """How many of ``pairs`` stand side by side in ``text``: "the first published computer program" states
+    the question's phrase, "the first substantial computer programming manuals" shares its words."""
+    return sum(frozenset(p) in pairs for p in pairwise(content_terms(text))) if pairs else 0
 
 
 def _states(f: Finding, name: str) -> bool:
@@ -412,7 +430,10 @@ def _chain(
     asked, titles = set(content_terms(part)), {s["n"]: page_title(str(s.get("source") or "")) for s in sources}
 
     def next_hop(first: Finding, rest: list[Finding]) -> Finding | None:
-        bridges = [set(content_terms(n)) for n in [*names(first.text), *(titles[n] for n in first.cites)]]
+        found_names = [*names(first.text), *(titles[n] for n in first.cites)]
+        # "Trent Reznor of Nine Inch Nails" is one run of capitals, and two names a next hop may state apart.
+        found_names += [p for n in found_names for p in n.split(" of ") if len(p.split()) > 1 and p != n]
+        bridges = [set(content_terms(n)) for n in found_names]
         bridges = [b for b in bridges if b and not b <= asked]
         rest = [
             f
@@ -497,7 +518,8 @@ def _answers(payload: dict[str, Any]) -> list[tuple[list[str], list[Finding]]]:
         stress = frozenset(own[k] - others - subject)
         # The part's own words say more than the generic words of its aspect ("causes", "due").
         mine = {t: w * (0.5 if t in aspects - own[k] else 1.0) for t, w in weights.items()}
-        pool.sort(key=lambda f: _rank(f, part_terms, kinds, home_id, stress, mine))
+        pairs = phrase_pairs(part)
+        pool.sort(key=lambda f: _rank(f, part_terms, kinds, home_id, stress, mine, pairs))
         limit = MAX_SUMMARY_PER_PART if len(parts) > 1 else 2 * MAX_SUMMARY_PER_PART
         # The same figure in other words ("£18.6m", "£18.6 million") is stated once in the summary.
         pool = [f for f in pool if id(f) in used or not _repeats(f, stated)]
