@@ -258,9 +258,7 @@ class Unit:
 
 
 def _clean(text: str) -> str:
-    text = _MD_LINK.sub(r"\1", text)
-    text = EMPHASIS.sub("", text)
-    return " ".join(text.split())
+    return " ".join(EMPHASIS.sub("", _MD_LINK.sub(r"\1", text)).split())
 
 
 def _cells(line: str) -> list[str]:

@@ -65,6 +65,7 @@ def _gap(description: str, query: str) -> dict[str, str]:
 BRIDGE_SUFFICIENCY = 5
 MAX_BRIDGES = 2
 POOLED = 6  # candidate bridges searched together
+MAX_RELATION_WORDS = 5
 
 
 def _same(a: str, b: str) -> bool:
@@ -77,9 +78,6 @@ def _positions(sentence: str, terms: set[str]) -> list[int]:
     """Word positions in ``sentence`` whose stem is one of ``terms`` (or of its word family)."""
     stems = (content_terms(w) for w in words(sentence))
     return [i for i, stem in enumerate(stems) if stem and any(_same(stem[0], t) for t in terms)]
-
-
-MAX_RELATION_WORDS = 5
 
 
 def _least_stated(terms: list[str], df: Counter[str]) -> list[str]:

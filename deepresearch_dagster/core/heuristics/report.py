@@ -32,7 +32,7 @@ from ..text import (
 from .answer_types import MEASURE_WORDS, answered, answers, asked_kinds, aspect_terms, specific, supplies
 from .compression import PADDING
 from .planning import enumerated_parts
-from .sentences import DEFINITE_LEAD, PRONOUN_LEAD, context_dependent, has_fact, is_fragment, refers_back
+from .sentences import PRONOUN_LEAD, context_dependent, has_fact, is_fragment, refers_back
 from .terms import ASPECT_WORDS, DO_LEAD, EMPHASIS, antecedent, names, question_parts, sentence_case, topic_words
 
 REPORT_SECTIONS = ("Executive summary", "Key findings", "Analysis", "Limitations", "Suggested next steps")
@@ -222,13 +222,11 @@ def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> 
     for e in entries:
         name = str(e.get("artifact_file") or "")
         raw = None if name.endswith(".json") else raws.get(name)  # a listing's JSON has no paragraphs
-        quoted = [" ".join(q.split()) for q in [*split_sentences(e.get("summary", "")), *e.get("extraction", [])]]
-        leaning = [q for q in quoted if context_dependent(q) or DEFINITE_LEAD.match(q)]
-        if not raw or not leaning:
+        if not raw:
             continue
         # Compared as the compressor quoted them: without Markdown emphasis ("about **£4.2 million**").
         paragraphs = [" ".join(EMPHASIS.sub("", p).split()) for p in re.split(r"\n\s*\n", raw)]
-        for q in leaning:
+        for q in [" ".join(q.split()) for q in [*split_sentences(e.get("summary", "")), *e.get("extraction", [])]]:
             for i, paragraph in enumerate(paragraphs):
                 at = paragraph.find(q.rstrip("."))  # a clause the compressor cut off ends in "." it lacks
                 before = split_sentences(paragraph[:at]) if at > 0 else []
@@ -340,10 +338,8 @@ def findings(payload: dict[str, Any]) -> list[Finding]:
 def _holds(g: Finding, f: Finding) -> bool:
     """Whether ``g`` states all that ``f`` does: ``f``'s words, or its key figures and all its numbers
     about the same subject."""
-    if f.text in g.text:
-        return True
     key = key_figures(f.text)
-    return (
+    return f.text in g.text or (
         bool(key)
         # a table row's cells never stand in for the sentence that says what they are
         and not (_is_data_row(g.text) and not _is_data_row(f.text))
@@ -430,11 +426,10 @@ def _chain(
     asked, titles = set(content_terms(part)), {s["n"]: page_title(str(s.get("source") or "")) for s in sources}
 
     def next_hop(first: Finding, rest: list[Finding]) -> Finding | None:
-        found_names = [*names(first.text), *(titles[n] for n in first.cites)]
+        mentioned = [*names(first.text), *(titles[n] for n in first.cites)]
         # "Trent Reznor of Nine Inch Nails" is one run of capitals, and two names a next hop may state apart.
-        found_names += [p for n in found_names for p in n.split(" of ") if len(p.split()) > 1 and p != n]
-        bridges = [set(content_terms(n)) for n in found_names]
-        bridges = [b for b in bridges if b and not b <= asked]
+        mentioned += [p for n in mentioned for p in n.split(" of ") if len(p.split()) > 1 and p != n]
+        bridges = [b for b in (set(content_terms(n)) for n in mentioned) if b and not b <= asked]
         rest = [
             f
             for f in rest
@@ -732,10 +727,8 @@ def reconcile_corroboration(markdown: str) -> str:
     match = re.match(r"\s*\n((?:- .*(?:\n|$))+)", after) if at >= 0 else None
     if match:
         bullets = [line for line in match.group(1).splitlines() if len(set(re.findall(r"\[(\d+)\]", line))) >= 2]
-        if bullets:
-            block = CORROBORATED_INTRO + "\n\n" + "\n".join(bullets) + "\n"
-        else:
-            block = f"{NONE_CORROBORATED} once citations were verified.\n"
+        kept = CORROBORATED_INTRO + "\n\n" + "\n".join(bullets) + "\n"
+        block = kept if bullets else f"{NONE_CORROBORATED} once citations were verified.\n"
         markdown = markdown[:at] + block + after[match.end() :]
     if NONE_CORROBORATED in markdown:
         all_single = r"All \1 claims extracted from the sources rest on a single source"
@@ -760,9 +753,8 @@ def rewrite_from_source(sentence: str, entries: list[dict[str, Any]]) -> str:
     return f"{best[3]} [{best[2]}]"
 
 
-def direct_answer_text(payload: dict[str, Any]) -> str:
-    return (
-        "The planner judged this question answerable from model knowledge and the depth was 0, so no "
-        "tools were called and no sources were consulted. The offline engine has no model knowledge of "
-        "its own: configure a model for a direct answer, or run with depth 1 or more to research it."
-    )
+DIRECT_ANSWER = (
+    "The planner judged this question answerable from model knowledge and the depth was 0, so no "
+    "tools were called and no sources were consulted. The offline engine has no model knowledge of "
+    "its own: configure a model for a direct answer, or run with depth 1 or more to research it."
+)

@@ -13,7 +13,7 @@ from ..heuristics import OFFLINE_MODEL
 from ..heuristics.compression import compress_extractively
 from ..heuristics.critique import critique_heuristically
 from ..heuristics.planning import plan_heuristically
-from ..heuristics.report import REPORT_SECTIONS, direct_answer_text, extractive_section, rewrite_from_source
+from ..heuristics.report import DIRECT_ANSWER, REPORT_SECTIONS, extractive_section, rewrite_from_source
 from ..heuristics.report_critique import ReportIssue, critique_report, revise_deterministically
 from ..heuristics.tool_choice import choose_tool_calls
 from ..text import estimate_tokens
@@ -84,7 +84,7 @@ class OfflineEngine:
         if phase == "outline":
             return json.dumps({"sections": [{"heading": h, "points": []} for h in REPORT_SECTIONS]}), []
         if phase == "direct":
-            return json.dumps({"markdown": direct_answer_text(payload)}), []
+            return json.dumps({"markdown": DIRECT_ANSWER}), []
         if phase == "revise":
             issues = [ReportIssue.model_validate(i) for i in payload["issues"]]
             body = revise_deterministically(payload["body"], payload["section"], issues, payload)

@@ -20,8 +20,8 @@ from ..context import ResearchContext
 from ..errors import MODEL_FAILURES, CredentialsError, StructuredOutputError
 from ..heuristics import OFFLINE_MODEL as FALLBACK_MODEL
 from ..heuristics.report import (
+    DIRECT_ANSWER,
     REPORT_SECTIONS,
-    direct_answer_text,
     extractive_section,
     preceding_sentences,
     ranked_findings,
@@ -603,7 +603,7 @@ def write_report(
         except MODEL_FAILURES as exc:
             ctx.log(f"direct answer fell back: {exc}")
             record_fallback(ctx, "reporter", "report.md", exc)
-            body, model, reporter_fallbacks = direct_answer_text(payload), FALLBACK_MODEL, 1
+            body, model, reporter_fallbacks = DIRECT_ANSWER, FALLBACK_MODEL, 1
         body = (
             f"## Answer\n\n{body.strip()}\n\n## Limitations\n\n"
             "- Answered without tool calls: no sources were consulted."
