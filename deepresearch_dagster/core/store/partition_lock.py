@@ -50,6 +50,15 @@ def holder_of(partition_dir: Path) -> str:
     return ""
 
 
+def _named_holder(partition_dir: Path, wait_s: float = 1.0) -> str:
+    """:func:`holder_of`, read again for up to ``wait_s`` while the file is empty: a holder names itself
+    just after it takes the lock, and a run refused in between would otherwise name nobody."""
+    deadline = time.monotonic() + wait_s
+    while not (holder := holder_of(partition_dir)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return holder
+
+
 def _busy(partition_key: str, holder: str) -> PartitionBusy:
     named = f" ({holder})" if holder else ""
     return PartitionBusy(
@@ -120,10 +129,10 @@ def partition_lock(
                     yield
                     return
                 if time.monotonic() >= deadline:
-                    raise _busy(partition_key, holder_of(partition_dir)) from None
+                    raise _busy(partition_key, _named_holder(partition_dir)) from None
                 if on_wait is not None and not told:
                     told = True
-                    on_wait(holder_of(partition_dir))
+                    on_wait(_named_holder(partition_dir))
                 time.sleep(0.2)
         try:
             os.ftruncate(fd, 0)

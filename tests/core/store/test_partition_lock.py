@@ -70,3 +70,22 @@ def test_the_lock_is_reentrant_within_a_process(tmp_path: Path):
         pass
     with partition_lock(tmp_path, "p", "run-again"):  # fully released after the outer block
         pass
+
+
+def test_a_run_refused_before_the_holder_named_itself_still_names_it(tmp_path: Path):
+    """Four runs of one question start at once: the holder takes the lock and then writes its name, so
+    a run refused in between read an empty file and named nobody. It reads again until the name is there."""
+    import fcntl
+    import threading
+
+    fd = os.open(tmp_path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # taken, not yet named
+    named = threading.Timer(0.3, lambda: os.pwrite(fd, b"pid 1 on host h, run run-first", 0))
+    named.start()
+    try:
+        busy = r"already running \(pid 1 on host h, run run-first\)"
+        with pytest.raises(PartitionBusy, match=busy), partition_lock(tmp_path, "p", "run-me"):
+            pass
+    finally:
+        named.join()
+        os.close(fd)
