@@ -106,7 +106,8 @@ def test_four_runs_of_one_question_at_once_one_researches(isolated_env: Path, re
         f"exit codes {sorted(codes)}; refused after ≤ {slowest:.1f} s of {max(ended.values()):.1f} s",
         ok,
     )
-    assert ok, (codes, outputs)
+    # Each condition apart, outputs whole: pytest cuts a long tuple's repr in the middle.
+    assert ok, f"codes {codes}, one-line refusals {one_line}, slowest {slowest:.1f} s\n" + "\n".join(map(str, outputs))
 
 
 def test_a_second_run_is_refused_without_waiting_for_the_holder(isolated_env: Path, holder, capfd, record):
