@@ -1099,3 +1099,22 @@ def test_the_summary_follows_a_bridge_named_inside_an_of_phrase():
     summary = extractive_section("Executive summary", payload)
     sentences = summary.split("** ", 1)[1].split(" [")
     assert sentences[1].lstrip("0123456789] ").startswith("Mira Hale (born 17 May 1965)"), summary
+
+
+def test_the_summary_follows_a_bridge_to_the_page_of_a_place_named_after_a_comma():
+    """ "… in Harth County, Norland": the place after the comma is a name of its own, and the answer is a
+    row of Norland's own page that does not repeat its title ("Population Total 2,913,123")."""
+    question = "What is the population of the state where Vell Field Airport is located?"
+    payload = _answer_payload(
+        question,
+        [
+            "Vell Field Airport is three miles east of Orsk, in Harth County, Norland.",
+            "Thief Falls Field Airport is a public use airport located in Pennington County.",
+            "Fox Lake is a city in Dodge County, with a population of 1,519 at the 2010 census.",
+            "Population Ranked 35th Total 2,913,123 (2017 est.)",
+        ],
+    )
+    payload["sources"][3]["source"] = "Norland.md"
+    summary = extractive_section("Executive summary", payload)
+    sentences = summary.split("** ", 1)[1].split(" [")
+    assert sentences[1].lstrip("0123456789] ").startswith("Population Ranked 35th"), summary

@@ -427,13 +427,17 @@ def _chain(
 
     def next_hop(first: Finding, rest: list[Finding]) -> Finding | None:
         mentioned = [*names(first.text), *(titles[n] for n in first.cites)]
-        # "Trent Reznor of Nine Inch Nails" is one run of capitals, and two names a next hop may state apart.
-        mentioned += [p for n in mentioned for p in n.split(" of ") if len(p.split()) > 1 and p != n]
+        # "Hinds County, Mississippi", "Trent Reznor of Nine Inch Nails": one run of capitals, two names.
+        places = {p for n in mentioned for p in n.split(", ")}
+        mentioned += [p for n in places for p in n.split(" of ") if len(p.split()) > 1 or p == n]
         bridges = [b for b in (set(content_terms(n)) for n in mentioned) if b and not b <= asked]
         rest = [
             f
             for f in rest
-            if not set(f.cites) & set(first.cites) and any(b <= f.terms for b in bridges) and answers(f.text, part)
+            if not set(f.cites) & set(first.cites)
+            # It names the bridge, or is on the bridge's own page ("It is located in Cumbria" on the Lake District's).
+            and any(b <= f.terms or b == set(content_terms(titles[f.cites[0]])) for b in bridges)
+            and answers(f.text, part)
         ]
         terms = part_terms - first.terms
         return min(rest, key=lambda f: _rank(f, terms, kinds, weights=weights), default=None)
@@ -694,10 +698,8 @@ _GAP_QUESTION = re.compile(r"'([^']+\?)'")
 def _recorded_gaps(payload: dict[str, Any]) -> list[dict[str, Any]]:
     """The critic's last gaps, without those the report's findings answer (``answered``): the
     critic may have judged fewer sources than the report quotes."""
-    gaps = payload.get("open_gaps") or []
     rounds = payload.get("critic_rounds") or []
-    if not gaps and rounds:
-        gaps = rounds[-1]["verdict"].get("gaps") or []
+    gaps = payload.get("open_gaps") or (rounds[-1]["verdict"].get("gaps") if rounds else None) or []
     texts = [f.text for f in findings(payload)]
     asked = [_GAP_QUESTION.search(str(g.get("description", ""))) for g in gaps]
     return [g for g, m in zip(gaps, asked, strict=True) if not (m and answered(m.group(1), texts))]
@@ -708,13 +710,10 @@ def _next_steps(payload: dict[str, Any]) -> str:
     rounds = payload.get("critic_rounds") or []
     if not gaps:
         return "- The critic named no open gaps; widen the corpus or enable web search to test the findings."
-    lines = []
+    lines = [f'- {g["description"]} Suggested query: "{g["suggested_query"]}".' for g in gaps[:5]]
     if not payload.get("open_gaps") and rounds and rounds[-1].get("decision") == "sufficient":
-        lines.append(
-            f"The critic judged the evidence sufficient ({rounds[-1]['verdict']['sufficiency']}/10) "
-            "but recorded these gaps:\n"
-        )
-    lines += [f'- {g["description"]} Suggested query: "{g["suggested_query"]}".' for g in gaps[:5]]
+        score = rounds[-1]["verdict"]["sufficiency"]
+        lines.insert(0, f"The critic judged the evidence sufficient ({score}/10) but recorded these gaps:\n")
     return "\n".join(lines)
 
 
