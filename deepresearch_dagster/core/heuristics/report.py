@@ -424,6 +424,7 @@ def _chain(
     one before does not state (a child, not the actor). The first of the name's findings that leads
     somewhere starts it; ``best`` when no finding states a name."""
     asked, titles = set(content_terms(part)), {s["n"]: page_title(str(s.get("source") or "")) for s in sources}
+    pages = {n: set(content_terms(title)) for n, title in titles.items()}
 
     def next_hop(first: Finding, rest: list[Finding]) -> Finding | None:
         mentioned = [*names(first.text), *(titles[n] for n in first.cites)]
@@ -435,8 +436,8 @@ def _chain(
             f
             for f in rest
             if not set(f.cites) & set(first.cites)
-            # It names the bridge, or is on the bridge's own page ("It is located in Cumbria" on the Lake District's).
-            and any(b <= f.terms or b == set(content_terms(titles[f.cites[0]])) for b in bridges)
+            # It names the bridge, or is on the bridge's own page ("Population … Total 2,913,123" on Kansas's).
+            and any(b <= f.terms or b == pages[f.cites[0]] for b in bridges)
             and answers(f.text, part)
         ]
         terms = part_terms - first.terms
