@@ -10,9 +10,12 @@ misplaced facts, gaps the report denies, corroboration that did not survive veri
 from __future__ import annotations
 
 import json
+import random
 import re
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from deepresearch_dagster.core.heuristics.compression import compress_extractively
 from deepresearch_dagster.core.heuristics.report import (
@@ -1118,3 +1121,31 @@ def test_the_summary_follows_a_bridge_to_the_page_of_a_place_named_after_a_comma
     summary = extractive_section("Executive summary", payload)
     sentences = summary.split("** ", 1)[1].split(" [")
     assert sentences[1].lstrip("0123456789] ").startswith("Population Ranked 35th"), summary
+
+
+_CLUB = [
+    "Harth Rovers were a rowing club based in Caldmouth.",
+    "The club was formed in 1893 and folded in 1895.",
+    "They were sponsored by the Caldmouth brewery, then famous for its pale ale.",
+    "The brewery closed in 1921 after a fire.",
+    "It reopened in 1924 under new owners.",
+    "Mira Hale translated the club's rules into French in 1901.",
+    "The translation was printed in Lyon.",
+    "Its second edition followed in 1910.",
+    "However, the rowing season was cut short in 1914.",
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_CLUB), min_size=1, max_size=len(_CLUB), unique=True), st.randoms())
+# "It reopened" leans on "The brewery closed", which leans on "They were sponsored by … the brewery", which
+# leans on the club's name: quoted once, as one run (it was quoted twice, in two findings).
+@example([_CLUB[0], _CLUB[2], _CLUB[3], _CLUB[4]], random.Random(0)).via("found by hypothesis")
+def test_whatever_leans_on_what_each_quoted_sentence_is_in_one_finding(paragraph, rng):
+    """Sentences leaning on the one before (a pronoun, a connective, a definite subject), in any order and
+    any selection the compressor kept: each is quoted once, its leads with it."""
+    kept = rng.sample(paragraph, rng.randint(1, len(paragraph))) if rng.random() < 0.8 else paragraph
+    entry = {**_source(1, "1", " ".join(kept)), "artifact_file": "a.txt"}
+    payload = _read("When was the club Harth Rovers formed and who sponsored it?", " ".join(paragraph), entry)
+    texts = [f.text for f in findings(payload)]
+    assert all(sum(t.count(s) for t in texts) <= 1 for s in _CLUB), texts

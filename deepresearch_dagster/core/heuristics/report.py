@@ -242,10 +242,11 @@ def preceding_sentences(entries: list[dict[str, Any]], raws: dict[str, str]) -> 
                         k -= 1
                     lead = before[k - 1]
                     if refers_back(lead, before[k - 2] if k > 1 else ""):
-                        lead = before[-1]
-                        if k == len(before) > 1 and not refers_back(before[-2], before[-3] if k > 2 else ""):
-                            # The sentence before leans on its own one ("… by contrast, …"): both lead.
-                            lead = f"{before[-2]} {lead}"
+                        # The sentence before leans on its own one ("… by contrast, …"): back to one that reads alone.
+                        start = len(before) - 1
+                        while start and refers_back(before[start], before[start - 1]):
+                            start -= 1
+                        lead = " ".join(before[start:])
                     out.setdefault(name, {})[q] = lead
                     break
     return out

@@ -48,13 +48,12 @@ _OPENERS = frozenset("after before during since later then when while in at on b
 _PRONOUNS = frozenset("he she they it his her their its him them".split())
 # A sentence about the subject its page is titled after ("It is located in Cumbria", "His debut …").
 PRONOUN_LEAD = re.compile(r"^\W*(?:he|she|it|they|his|her|its|their)\b", re.IGNORECASE)
-_DEFINITE_LEAD = re.compile(r"^The\s+([a-z][\w-]*)")  # "The translation, …"; not a name ("The Hague")
 
 
 def refers_back(sentence: str, before: str) -> bool:
     """Whether ``sentence`` leans on ``before``, the sentence ahead of it: a pointing word, or a definite subject
-    ``before`` introduces in another form ("Ada Lovelace translated …" / "The translation, published in 1843, …")."""
-    lead = _DEFINITE_LEAD.match(sentence.strip())
+    ``before`` introduces in another form ("Ada Lovelace translated …" / "The translation, …"; not "The Hague")."""
+    lead = re.match(r"The\s+([a-z][\w-]*)", sentence.strip())
     return context_dependent(sentence) or bool(lead and set(content_terms(lead.group(1))) & set(content_terms(before)))
 
 
