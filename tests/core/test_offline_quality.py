@@ -1149,3 +1149,24 @@ def test_whatever_leans_on_what_each_quoted_sentence_is_in_one_finding(paragraph
     payload = _read("When was the club Harth Rovers formed and who sponsored it?", " ".join(paragraph), entry)
     texts = [f.text for f in findings(payload)]
     assert all(sum(t.count(s) for t in texts) <= 1 for s in _CLUB), texts
+
+
+def test_the_summary_follows_as_many_bridges_as_the_critic_does():
+    """A question three bridges from its answer (a novel → its author → her birthplace → its ground's
+    club): the summary's chain reaches the last hop, as the critic's follow-ups do (``MAX_HOPS``)."""
+    question = "When was the club founded whose ground is in the birthplace of the author of Vell Harbour?"
+    payload = _answer_payload(
+        question,
+        [
+            "Vell Harbour (1961) is a novel by Mira Hale.",
+            "Mira Hale (1920–1988) was a writer born in Orsk.",
+            "Orsk is a town whose Kell Park ground opened in 1899.",
+            "Kell Park is the home ground of Tarn Rovers, a club founded in 1885.",
+            "The novel Vell Harbour was reissued in 1999 with a new foreword.",
+            "Vell Harbour was filmed in 1970 by a Danish studio.",
+            "The author of Vell Harbour founded a reading club in 1975 whose ground is a library.",
+        ],
+    )
+    summary = extractive_section("Executive summary", payload)
+    sentences = summary.split("** ", 1)[1].split(" [")
+    assert sentences[3].lstrip("0123456789] ").startswith("Kell Park is the home ground"), summary

@@ -12,7 +12,7 @@ from ..text import MONTH, content_terms, split_sentences, words
 from .answer_types import specific
 from .compression import PADDING
 from .planning import content_query, enumerated_parts, research_terms, searchable_names
-from .report import all_steps, page_title, parts_of, unanswered
+from .report import MAX_HOPS, all_steps, page_title, parts_of, unanswered
 from .sentences import PRONOUN_LEAD
 from .terms import SUBJECT_LEAD, names, sentence_case
 
@@ -148,7 +148,7 @@ def bridges(
 
     known = set(asked)  # the question's terms and those of every name followed so far
     pool, fallback = sentences, []
-    for _ in range(3):  # at most three hops
+    for _ in range(MAX_HOPS):
         ranked = sorted(pool, key=rank)
         if not ranked or score(ranked[0][0], known) <= 0:
             break
