@@ -29,6 +29,7 @@ from deepresearch_dagster.core.heuristics.report import (
     reconcile_corroboration,
     usable,
 )
+from deepresearch_dagster.core.heuristics.report_critique import units
 from deepresearch_dagster.core.heuristics.sentences import context_dependent, is_fragment, looks_english, refers_back
 from deepresearch_dagster.core.models import CompressionResult
 from deepresearch_dagster.core.text import estimate_tokens, split_sentences
@@ -632,6 +633,11 @@ def _answer_payload(question: str, sentences: list[str]) -> dict:
     return {"question": question, "plan": plan, "sources": sources, "critic_rounds": []}
 
 
+def _summary_quotes(payload: dict) -> list[str]:
+    """The executive summary's quoted sentences after its bold lead, each with its citations, in order."""
+    return units(extractive_section("Executive summary", payload).split("** ", 1)[1])
+
+
 def test_summary_leads_each_part_with_the_part_as_asked_and_prefers_the_kind_of_answer_asked():
     question = "When was the Harrow Tunnel built, how large is it, and how is it funded?"
     payload = _answer_payload(
@@ -1081,8 +1087,8 @@ def test_a_finding_that_states_the_question_s_phrase_outranks_one_that_only_shar
     assert (adjacent(phrase, pairs), adjacent(scattered, pairs)) == (3, 1)
     # A name's words stand side by side wherever it is named: no pair inside it counts.
     assert adjacent("The 1986 Vell Harbour team.", phrase_pairs("Who was shot in Vell Harbour in 1986?")) == 0
-    summary = extractive_section("Executive summary", payload)
-    assert summary.split("** ", 1)[1].startswith("Mira Hale"), summary
+    quotes = _summary_quotes(payload)
+    assert quotes[0].startswith("Mira Hale"), quotes
 
 
 def test_the_summary_follows_a_bridge_named_inside_an_of_phrase():
@@ -1099,9 +1105,8 @@ def test_the_summary_follows_a_bridge_named_inside_an_of_phrase():
             "Mira Hale (born 17 May 1965) is an English singer and record producer.",
         ],
     )
-    summary = extractive_section("Executive summary", payload)
-    sentences = summary.split("** ", 1)[1].split(" [")
-    assert sentences[1].lstrip("0123456789] ").startswith("Mira Hale (born 17 May 1965)"), summary
+    quotes = _summary_quotes(payload)
+    assert quotes[1].startswith("Mira Hale (born 17 May 1965)"), quotes
 
 
 def test_the_summary_follows_a_bridge_to_the_page_of_a_place_named_after_a_comma():
@@ -1118,9 +1123,8 @@ def test_the_summary_follows_a_bridge_to_the_page_of_a_place_named_after_a_comma
         ],
     )
     payload["sources"][3]["source"] = "Norland.md"
-    summary = extractive_section("Executive summary", payload)
-    sentences = summary.split("** ", 1)[1].split(" [")
-    assert sentences[1].lstrip("0123456789] ").startswith("Population Ranked 35th"), summary
+    quotes = _summary_quotes(payload)
+    assert quotes[1].startswith("Population Ranked 35th"), quotes
 
 
 _CLUB = [
@@ -1167,6 +1171,5 @@ def test_the_summary_follows_as_many_bridges_as_the_critic_does():
             "The author of Vell Harbour founded a reading club in 1975 whose ground is a library.",
         ],
     )
-    summary = extractive_section("Executive summary", payload)
-    sentences = summary.split("** ", 1)[1].split(" [")
-    assert sentences[3].lstrip("0123456789] ").startswith("Kell Park is the home ground"), summary
+    quotes = _summary_quotes(payload)
+    assert quotes[3].startswith("Kell Park is the home ground"), quotes
