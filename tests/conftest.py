@@ -76,6 +76,9 @@ def isolated_env(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: py
     ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("DEEPRESEARCH_ARTIFACTS_DIR", str(tmp_path / "artifacts"))
+    # Embedding the bundled corpus takes about 20 s in each new artifact folder: tests list by words alone
+    # unless they test meaning (tests/core/test_semantic_search.py).
+    monkeypatch.setenv("DEEPRESEARCH_SEMANTIC_SEARCH", "0")
     # A developer's own ~/.config/deepresearch/config.toml must not leak into tests.
     monkeypatch.setenv("DEEPRESEARCH_CONFIG", str(tmp_path / "no-config.toml"))
     home = tmp_path / "dagster_home"
@@ -185,6 +188,7 @@ KEEP_TOGETHER = (
     "tests/core/web/test_search.py",
     "tests/core/web/test_fetch.py",
     "tests/core/test_passage_search.py",
+    "tests/core/test_semantic_search.py",
     "tests/test_event_log.py",
 )
 

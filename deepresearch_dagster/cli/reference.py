@@ -57,6 +57,7 @@ MEANINGS = {
     "fetch_allow_private": "let `fetch_url` reach private ranges",
     "fetch_respect_robots": "obey robots.txt",
     "enable_fetch": "offer `fetch_url` without a search provider",
+    "semantic_search": "`local_search` also lists passages near the query in meaning (all-MiniLM-L6-v2)",
     "search": "web search (`[search]` table, below)",
     "prices": "USD per 1M tokens per model (`[prices]` table), extends the built-in table",
     "context_window": "model context in tokens when the server does not say (`/props`, `/api/show`)",

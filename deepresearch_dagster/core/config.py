@@ -198,6 +198,9 @@ class ResearchSettings(BaseModel):
     artifacts_dir: str = "artifacts"
     duckdb_path: str = ""
     corpus_dir: str = ""
+    # List the passages nearest the query in meaning beside those with its words (core/documents/embeddings.py);
+    # off, or without the model files, the words alone.
+    semantic_search: bool = True
     requests_dir: str = ""  # default <artifacts>/requests
     recurring_file: str = "recurring.yaml"
     max_steps: int = Field(default=5, ge=1, le=7)
@@ -436,6 +439,7 @@ ENV_VARS = {
     "fetch_allow_private": "DEEPRESEARCH_FETCH_ALLOW_PRIVATE",
     "fetch_respect_robots": "DEEPRESEARCH_FETCH_RESPECT_ROBOTS",
     "enable_fetch": "DEEPRESEARCH_ENABLE_FETCH",
+    "semantic_search": "DEEPRESEARCH_SEMANTIC_SEARCH",
     "context_mode": "DEEPRESEARCH_CONTEXT_MODE",
     "report_style": "DEEPRESEARCH_REPORT_STYLE",
     "min_context_reduction_pct": "DEEPRESEARCH_MIN_CONTEXT_REDUCTION",

@@ -83,6 +83,7 @@ def test_the_wall_budget_interrupts_a_model_call_in_flight(isolated_env, record)
             llm_timeout_s=300.0,
             budget_wall_s=4.0,
             artifacts_dir=str(isolated_env / "artifacts"),
+            semantic_search=False,  # the model call's deadline, not the first embedding of the corpus
         )
         started = time.monotonic()
         _, report = run_research("How do urban heat islands form?", settings)

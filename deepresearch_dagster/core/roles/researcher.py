@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any
 
 from ..context import ResearchContext, fetch_policy, logger
+from ..documents import embeddings
 from ..errors import MODEL_FAILURES
 from ..eta import Eta
 from ..heuristics.compression import FACT_SHEET_TOKENS
@@ -57,6 +58,8 @@ def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
     settings = ctx.settings
     # Extracted text is cached by file sha256 under the artifact root: a folder is indexed once.
     corpus = document_folder(settings)
+    if settings.semantic_search and not corpus.semantic_ready:
+        ctx.log(f"local_search lists by words alone: {embeddings.encoder_problem()}")
     tools = corpus_tools(corpus)
     providers = providers_from_settings(settings.search)
     if providers:
@@ -73,7 +76,9 @@ def build_toolbox(ctx: ResearchContext, plan_title: str) -> Toolbox:
 def document_folder(settings: Any) -> Any:
     """The configured document folder, indexed (once per process while it is unchanged)."""
     cache = str(settings.artifacts_path / CORPUS_CACHE)
-    return open_corpus(str(settings.corpus_path), cache, deadline_s=settings.extract_deadline_s)
+    return open_corpus(
+        str(settings.corpus_path), cache, deadline_s=settings.extract_deadline_s, semantic=settings.semantic_search
+    )
 
 
 def skipped_documents(ctx: ResearchContext) -> list[list[str]]:

@@ -28,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import bm25s
+import numpy as np
 import Stemmer
 from pydantic import BaseModel, Field
 
@@ -38,6 +39,7 @@ from ..documents import (
     Passage,
     TextCache,
     currency,
+    embeddings,
     index_folder,
     read_text_window,
     render_sections,
@@ -94,6 +96,7 @@ class PassageHit:
     passage: Passage
     score: float
     outdated_by: str | None = None
+    by_meaning: bool = False  # listed for its meaning, without the query's words ranking it
 
 
 # --- currency across documents ---------------------------------------------------------------
@@ -248,6 +251,23 @@ def load_document(path: Path, rel: str) -> Document:
     return _document(rel, extract_path(path), 0)
 
 
+def _currency_factor(doc: Document, outdated_by: str | None) -> float:
+    return SUPERSEDED_FACTOR if doc.superseded else (OUTDATED_FACTOR if outdated_by else 1.0)
+
+
+def _per_document(hits: list[PassageHit], k: int, listed: list[PassageHit] = ()) -> list[PassageHit]:
+    """The first ``k`` of ``hits``, at most ``PER_DOCUMENT`` passages of a document (counting ``listed``)."""
+    per_doc = Counter(h.document.path for h in listed)
+    out = []
+    for h in hits:
+        if len(out) >= k:
+            break
+        if per_doc[h.document.path] < PER_DOCUMENT:
+            per_doc[h.document.path] += 1
+            out.append(h)
+    return out
+
+
 class LocalCorpus:
     def __init__(
         self,
@@ -256,8 +276,10 @@ class LocalCorpus:
         max_bytes: int = MAX_BYTES,
         progress: bool | None = None,
         deadline_s: float | None = None,  # per slow file (core/documents/worker.py); None: no deadline
+        semantic: bool = False,  # rank by passage embeddings too (core/documents/embeddings.py)
     ) -> None:
         self.root = Path(root).resolve()
+        self.semantic = semantic
         if not self.root.is_dir():
             raise FileNotFoundError(f"corpus folder not found: {self.root}")
         self.cache = TextCache(Path(cache_dir).resolve() if cache_dir else None)
@@ -267,6 +289,7 @@ class LocalCorpus:
         known = quick_fingerprint(self.root, self.cache, max_bytes) if self.cache.root else None
         if known and self._load_snapshot(known):
             self.fingerprint = known
+            self._vectors = self._passage_vectors()
             return
         self.indexed: IndexedFolder = index_folder(
             self.root, self.cache, max_bytes=max_bytes, progress=progress, deadline_s=deadline_s
@@ -291,6 +314,7 @@ class LocalCorpus:
         self.fingerprint = fingerprint(list(self.indexed.files.items()), max_bytes)
         if self.cache.root:
             self._save_snapshot(self.fingerprint)
+        self._vectors = self._passage_vectors()
 
     # --- the whole index on disk, for a folder that has not changed -----------------------------
 
@@ -351,6 +375,22 @@ class LocalCorpus:
         self._index = index
         return True
 
+    @property
+    def semantic_ready(self) -> bool:
+        """Whether searches list passages by meaning too (semantic, and the encoder loaded)."""
+        return self._vectors is not None
+
+    def _passage_vectors(self) -> np.ndarray | None:
+        """Every passage's embedding (None when not semantic or no encoder); a passage whose text is unchanged
+        is not embedded again (a cache file per folder under the cache folder), nor one the folder's own
+        ``.vectors.npz`` holds (the bundled corpus ships its own)."""
+        model = embeddings.encoder() if self.semantic else None
+        if model is None:
+            return None
+        saved = self.cache.root / "vectors" / f"{short_hash(str(self.root), 16)}.npz" if self.cache.root else None
+        texts = [self._passage_text(p) for p in self.passages]
+        return embeddings.embed(texts, model, saved, seed=self.root / embeddings.FOLDER_VECTORS)
+
     def _passage_text(self, p: Passage) -> str:
         # Title and heading path travel with every passage: a table row is found by its entity too.
         return fold(f"{self.documents[p.doc].title}\n{p.heading}\n{p.text}")
@@ -364,6 +404,9 @@ class LocalCorpus:
         return None
 
     def search_passages(self, query: str, k: int = 5) -> list[PassageHit]:
+        """The best ``k`` passages by BM25; with semantic search, the last ``k // 5`` places go to the
+        passages nearest the query in meaning that the words do not list (still only when some passage
+        has the query's words): they add what other words say, and leave the words' best where they were."""
         tokens = bm25s.tokenize([fold(query)], stopwords="en", stemmer=self._stemmer, show_progress=False)
         if not tokens.vocab:
             return []
@@ -378,19 +421,30 @@ class LocalCorpus:
             passage = self.passages[int(i)]
             doc = self.documents[passage.doc]
             outdated_by = self._outdated_by(doc, passage)
-            factor = SUPERSEDED_FACTOR if doc.superseded else (OUTDATED_FACTOR if outdated_by else 1.0)
-            factor *= TITLE_MATCH if doc.path in named else 1.0
+            factor = _currency_factor(doc, outdated_by) * (TITLE_MATCH if doc.path in named else 1.0)
             hits.append(PassageHit(doc, passage, round(float(s) * factor, 4), outdated_by))
         # Ties broken by path and position so the ranking is identical on every machine.
         hits.sort(key=lambda h: (-h.score, h.document.path, h.passage.n))
-        per_doc: Counter[str] = Counter()
-        out = []
-        for h in hits:
-            if per_doc[h.document.path] < PER_DOCUMENT:
-                per_doc[h.document.path] += 1
-                out.append(h)
-            if len(out) >= k:
-                break
+        model = embeddings.encoder() if self._vectors is not None and hits else None
+        meaning = k // 5 if model is not None else 0
+        out = _per_document(hits, k - meaning)
+        if meaning and model is not None:
+            listed = {(h.document.path, h.passage.n) for h in out}
+            closeness = self._vectors @ model.encode([query])[0]
+            extra = []
+            for i in np.argsort(-closeness, kind="stable")[: pool + len(out)]:
+                passage = self.passages[int(i)]
+                doc = self.documents[passage.doc]
+                if (doc.path, passage.n) not in listed:
+                    # Below every passage the words list: what meaning adds comes after what they find.
+                    outdated_by = self._outdated_by(doc, passage)
+                    near = max(0.0, float(closeness[i])) * _currency_factor(doc, outdated_by)
+                    score = round(out[-1].score * near, 4) if out else 0.0
+                    extra.append(PassageHit(doc, passage, score, outdated_by, by_meaning=True))
+            out += _per_document(extra, meaning, out)
+            taken = {(h.document.path, h.passage.n) for h in out}
+            out += _per_document([h for h in hits if (h.document.path, h.passage.n) not in taken], k - len(out), out)
+            out.sort(key=lambda h: (-h.score, h.document.path, h.passage.n))
         return out
 
     def idf(self, term: str) -> float:
@@ -437,7 +491,9 @@ def folder_state(root: Path) -> tuple[tuple[object, ...], ...]:
     return tuple(state)
 
 
-def open_corpus(root: str, cache_dir: str | None = None, deadline_s: float | None = None) -> LocalCorpus:
+def open_corpus(
+    root: str, cache_dir: str | None = None, deadline_s: float | None = None, semantic: bool = False
+) -> LocalCorpus:
     """The folder's corpus, built once per process while the folder does not change.
 
     A second research in the same process (a Dagster code server or ``run_research`` in a loop)
@@ -446,14 +502,26 @@ def open_corpus(root: str, cache_dir: str | None = None, deadline_s: float | Non
     under ``cache_dir`` for unchanged files). The corpus is the same whatever ``cache_dir`` is:
     that folder only saves work, so it is not part of the key."""
     resolved = Path(root).resolve()
-    key = str(resolved)
+    key = f"{resolved}{' semantic' if semantic else ''}"
     state = folder_state(resolved)
     with _build_lock:
         entry = _corpora.get(key, lambda e: e[0] == state)
         if entry is None:
-            entry = (state, LocalCorpus(resolved, cache_dir=cache_dir, deadline_s=deadline_s))
+            entry = (state, LocalCorpus(resolved, cache_dir=cache_dir, deadline_s=deadline_s, semantic=semantic))
             _corpora.put(key, entry)
     return entry[1]
+
+
+def write_folder_vectors(root: str | Path) -> Path:
+    """Write ``root``'s passage vectors into the folder itself (``.vectors.npz``), for those it is shared with:
+    a search of the folder then embeds none of its unchanged passages."""
+    model = embeddings.encoder()
+    if model is None:
+        raise ToolError(f"no encoder: {embeddings.encoder_problem()}")
+    corpus = LocalCorpus(root)
+    target = corpus.root / embeddings.FOLDER_VECTORS
+    embeddings.embed([corpus._passage_text(p) for p in corpus.passages], model, target)
+    return target
 
 
 def corpus_cache_info() -> dict[str, int]:
@@ -544,6 +612,8 @@ def result_entry(hit: PassageHit, query: str) -> dict[str, object]:
         "date": doc.date,
         "status": "superseded" if doc.superseded else ("outdated" if hit.outdated_by else "current"),
     }
+    if hit.by_meaning:
+        entry["found_by"] = "meaning"
     if doc.superseded:
         entry["superseded_reason"] = doc.superseded_reason
         entry["superseded_by"] = doc.superseded_by
