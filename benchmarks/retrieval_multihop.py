@@ -1,14 +1,14 @@
-"""Benchmark — retrieval alone on the multi-hop corpus: the product's BM25 against BM25 fused with a dense encoder.
+"""Benchmark — retrieval alone on the multi-hop corpus: listing by words, by meaning, and by words then meaning.
 
-The evidence for one decision of issue 27 (semantic retrieval for the offline engine, or not). Over
+Whether ``semantic_search`` finds what the words miss (issue 27; docs/offline-engine.md). Over
 ``../shared/data/multihop_dev`` (2,626 paragraphs as one corpus), for each question of each half
 (development: looked at; held out: figures only), is each supporting paragraph among the first 5, 10 or 20
 passages listed when
 
-- **bm25**: the product's default ranking (``LocalCorpus.search_passages``: BM25 over passages, title match);
-- **dense**: cosine of all-MiniLM-L6-v2 sentence embeddings alone (mean pooling, normalised);
-- **hybrid**: the product's ranking with ``semantic_search`` on: the words' best, then in the last fifth of
-  the places the passages nearest in meaning that the words do not list (``LocalCorpus.search_passages``).
+- **words**: ``LocalCorpus.search_passages`` with ``semantic_search`` off (BM25 over passages, title match);
+- **meaning**: cosine of all-MiniLM-L6-v2 sentence embeddings alone (mean pooling, normalised);
+- **words+meaning**: the product's listing (``semantic_search`` on, the default): the words' best, then in
+  the last fifth of the places the passages nearest in meaning that the words do not list.
 
 The query is the question as asked, and with ``--queries WORK`` also every query a research issued
 (the artifacts of ``benchmarks/eval_multihop.py --work WORK``, one or more folders): a supporting paragraph counts when
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.work or tempfile.mkdtemp(prefix="retrieval-multihop-"))
     work.mkdir(parents=True, exist_ok=True)
     words = LocalCorpus(DATA / "corpus", cache_dir=work)
-    corpus = LocalCorpus(DATA / "corpus", cache_dir=work, semantic=True)  # the product's hybrid ranking
+    corpus = LocalCorpus(DATA / "corpus", cache_dir=work, semantic=True)
     vectors, paths = corpus._vectors, [corpus.documents[p.doc].path for p in corpus.passages]
     embedded = time.monotonic() - started
 
@@ -71,9 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         product's listing differs with k)."""
         nearest = [paths[i] for i in np.argsort(-(vectors @ model.encode([query])[0]))[: max(CUTS)]]
         return {
-            "bm25": {k: [h.document.path for h in words.search_passages(query, k)] for k in CUTS},
-            "dense": {k: nearest[:k] for k in CUTS},
-            "hybrid": {k: [h.document.path for h in corpus.search_passages(query, k)] for k in CUTS},
+            "words": {k: [h.document.path for h in words.search_passages(query, k)] for k in CUTS},
+            "meaning": {k: nearest[:k] for k in CUTS},
+            "words+meaning": {k: [h.document.path for h in corpus.search_passages(query, k)] for k in CUTS},
         }
 
     issued: dict[str, list[str]] = {}

@@ -76,8 +76,8 @@ def isolated_env(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: py
     ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("DEEPRESEARCH_ARTIFACTS_DIR", str(tmp_path / "artifacts"))
-    # Embedding the bundled corpus takes about 20 s in each new artifact folder: tests list by words alone
-    # unless they test meaning (tests/core/test_semantic_search.py).
+    # Tests pin what the words list; meaning has its own tests (tests/core/test_semantic_search.py), and the
+    # team rehearsal (tests/test_team_deployment.py) runs its researches on the defaults, meaning included.
     monkeypatch.setenv("DEEPRESEARCH_SEMANTIC_SEARCH", "0")
     # A developer's own ~/.config/deepresearch/config.toml must not leak into tests.
     monkeypatch.setenv("DEEPRESEARCH_CONFIG", str(tmp_path / "no-config.toml"))
