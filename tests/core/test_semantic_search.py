@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -58,10 +59,19 @@ def test_the_numpy_encoder_gives_the_reference_implementations_vectors():
     assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
 
 
-def test_weights_that_are_not_the_official_files_are_refused(tmp_path: Path):
-    (tmp_path / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
-    with pytest.raises(ValueError, match="not the official all-MiniLM-L6-v2 weights"):
-        embeddings.Encoder(tmp_path)
+def test_model_files_that_are_not_the_official_ones_are_refused(tmp_path: Path):
+    official = embeddings._model_dir()
+    for name in embeddings.OFFICIAL:
+        shutil.copy(official / name, tmp_path / name)
+    embeddings.Encoder(tmp_path)
+    for name in embeddings.OFFICIAL:
+        changed = tmp_path / "changed"
+        shutil.copytree(tmp_path, changed, ignore=shutil.ignore_patterns("changed"))
+        with (changed / name).open("ab") as out:
+            out.write(b" ")
+        with pytest.raises(ValueError, match=f"{name}: not the official all-MiniLM-L6-v2 file"):
+            embeddings.Encoder(changed)
+        shutil.rmtree(changed)
 
 
 def test_meaning_lists_the_answer_the_words_miss_after_what_they_find(union_corpus: Path):

