@@ -21,6 +21,7 @@ from deepresearch_dagster.core.tools.local_search import (
     LocalCorpus,
     clear_corpus_cache,
     result_entry,
+    write_folder_vectors,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -103,6 +104,15 @@ def test_only_passages_whose_text_changed_are_embedded_again(union_corpus: Path,
     (union_corpus / "river.md").write_text("# River\n\nThe river floods the valley every spring.\n", "utf-8")
     LocalCorpus(union_corpus, cache_dir=cache, semantic=True)
     assert len(encoded) == 1 and "floods the valley" in encoded[0]
+
+
+def test_a_folder_carrying_its_vectors_is_searched_without_embedding(union_corpus: Path, tmp_path: Path, monkeypatch):
+    written = write_folder_vectors(union_corpus)
+    assert written == union_corpus / ".vectors.npz" and written.exists()
+    model = embeddings.encoder()
+    monkeypatch.setattr(model, "encode", lambda texts: pytest.fail(f"embedded {texts}"))
+    corpus = LocalCorpus(union_corpus, cache_dir=tmp_path / "fresh", semantic=True)
+    assert corpus.semantic_ready and len(corpus.documents) == len(DOCUMENTS)  # the vectors file is no document
 
 
 def test_the_setting_turns_meaning_off(union_corpus: Path, monkeypatch):
