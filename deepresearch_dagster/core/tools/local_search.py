@@ -23,6 +23,7 @@ import re
 import shutil
 import threading
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -255,7 +256,7 @@ def _currency_factor(doc: Document, outdated_by: str | None) -> float:
     return SUPERSEDED_FACTOR if doc.superseded else (OUTDATED_FACTOR if outdated_by else 1.0)
 
 
-def _per_document(hits: list[PassageHit], k: int, listed: list[PassageHit] = ()) -> list[PassageHit]:
+def _per_document(hits: Iterable[PassageHit], k: int, listed: list[PassageHit] = ()) -> list[PassageHit]:
     """The first ``k`` of ``hits``, at most ``PER_DOCUMENT`` passages of a document (counting ``listed``)."""
     per_doc = Counter(h.document.path for h in listed)
     out = []
@@ -431,17 +432,20 @@ class LocalCorpus:
         if meaning and model is not None:
             listed = {(h.document.path, h.passage.n) for h in out}
             closeness = self._vectors @ model.encode([query])[0]
-            extra = []
-            for i in np.argsort(-closeness, kind="stable")[: pool + len(out)]:
-                passage = self.passages[int(i)]
-                doc = self.documents[passage.doc]
-                if (doc.path, passage.n) not in listed:
-                    # Below every passage the words list: what meaning adds comes after what they find.
-                    outdated_by = self._outdated_by(doc, passage)
-                    near = max(0.0, float(closeness[i])) * _currency_factor(doc, outdated_by)
-                    score = round(out[-1].score * near, 4) if out else 0.0
-                    extra.append(PassageHit(doc, passage, score, outdated_by, by_meaning=True))
-            out += _per_document(extra, meaning, out)
+            floor = out[-1].score if out else 0.0
+
+            def by_meaning() -> Iterator[PassageHit]:
+                """The nearest passages not listed, scored only as far as the places need them: below every
+                passage the words list, so what meaning adds comes after what they find."""
+                for i in np.argsort(-closeness, kind="stable")[: pool + len(out)]:
+                    passage = self.passages[int(i)]
+                    doc = self.documents[passage.doc]
+                    if (doc.path, passage.n) not in listed:
+                        outdated_by = self._outdated_by(doc, passage)
+                        near = max(0.0, float(closeness[i])) * _currency_factor(doc, outdated_by)
+                        yield PassageHit(doc, passage, round(floor * near, 4), outdated_by, by_meaning=True)
+
+            out += _per_document(by_meaning(), meaning, out)
             taken = {(h.document.path, h.passage.n) for h in out}
             out += _per_document([h for h in hits if (h.document.path, h.passage.n) not in taken], k - len(out), out)
             out.sort(key=lambda h: (-h.score, h.document.path, h.passage.n))
